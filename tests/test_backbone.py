@@ -1,0 +1,186 @@
+"""ViT5 construction, taps, switches and the per-grid caches."""
+import pytest
+import torch
+from mmseg.registry import MODELS
+from reference_vit5 import reference_freqs, reference_rotate
+
+from conftest import TINY
+from vit5seg.models import ViT5
+from vit5seg.models.layers import RMSNorm, SequenceRope
+
+
+def tiny(**kw):
+    return ViT5(arch=dict(TINY), **kw)
+
+
+def test_builds_from_registry_with_interface_dict():
+    model = MODELS.build(dict(type='ViT5', arch='vit5-small', img_size=224, out_indices=(11,), final_norm=True))
+    assert isinstance(model, ViT5) and model.embed_dims == 384 and model.num_registers == 4
+
+
+@pytest.mark.parametrize('hw,grid', [((64, 64), (4, 4)), ((48, 80), (3, 5)), ((50, 70), (4, 5)),
+                                     ((17, 33), (2, 3))])
+def test_tap_shapes_any_size_padded_like_mmseg(hw, grid):
+    model = tiny(out_indices=(0, 1)).eval()
+    taps = model(torch.randn(2, 3, *hw))
+    assert len(taps) == 2 and all(t.shape == (2, 32, *grid) for t in taps)
+
+
+def test_padding_is_bottom_right_zeros():
+    model = tiny(out_indices=(1,)).eval()
+    x = torch.randn(1, 3, 40, 40)
+    padded = torch.nn.functional.pad(x, (0, 8, 0, 8))
+    with torch.no_grad():
+        assert torch.allclose(model(x)[0], model(padded)[0], atol=1e-6)
+
+
+def test_output_cls_token_pairs_like_mmseg_vit():
+    model = tiny(out_indices=(0, 1), output_cls_token=True).eval()
+    taps = model(torch.randn(2, 3, 32, 48))
+    for feat, cls in taps:
+        assert feat.shape == (2, 32, 2, 3) and cls.shape == (2, 32)
+
+
+def test_final_norm_applies_to_last_tap_only():
+    model = tiny(out_indices=(1,), final_norm=True).eval()
+    raw = tiny(out_indices=(1,), final_norm=False).eval()
+    raw.load_state_dict(model.state_dict())
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad():
+        normed, plain = model(x)[0], raw(x)[0]
+        tokens = plain.flatten(2).transpose(1, 2)
+        assert torch.allclose(normed.flatten(2).transpose(1, 2), model.norm(tokens), atol=1e-6)
+
+
+def test_pos_embed_resize_is_identity_at_native_grid_and_bicubic_elsewhere():
+    model = tiny(img_size=64)
+    assert model.resized_pos_embed((4, 4)) is model.pos_embed
+    grid = model.pos_embed.detach().reshape(1, 4, 4, 32).permute(0, 3, 1, 2)
+    expected = torch.nn.functional.interpolate(grid, size=(6, 3), mode='bicubic', align_corners=False)
+    got = model.resized_pos_embed((6, 3)).reshape(1, 6, 3, 32).permute(0, 3, 1, 2)
+    assert torch.allclose(got, expected, atol=1e-6)
+
+
+def test_rope_matches_hand_computed_rotation_per_axis():
+    head_dim, grid, ref = 16, (3, 5), 4
+    rope = SequenceRope(head_dim, theta=10000., ref_grid=(ref, ref), num_registers=4, register_theta=100.)
+    table = rope(grid, torch.device('cpu'), torch.float32)
+    n = grid[0] * grid[1]
+    assert table.shape == (1 + n + 4, 2 * head_dim)
+    q = torch.randn(1, 1, 1 + n + 4, head_dim)
+    from timm.layers.pos_embed_sincos import apply_rot_embed_cat
+    out = apply_rot_embed_cat(q, table)
+    assert torch.equal(out[..., 0, :], q[..., 0, :])  # cls is not rotated
+    patches = reference_rotate(q[..., 1:1 + n, :], *grid, ref, ref, reference_freqs(head_dim, 10000.))
+    regs = reference_rotate(q[..., 1 + n:, :], 2, 2, 2, 2, reference_freqs(head_dim, 100.))
+    assert torch.allclose(out[..., 1:1 + n, :], patches, atol=1e-6)
+    assert torch.allclose(out[..., 1 + n:, :], regs, atol=1e-6)
+    # one pair by hand: token at row 2, col 1 of a 3x5 grid squeezed into 4x4;
+    # row angle uses channels (0, 1) at frequency 1, column angle channels (8, 9).
+    t_row, t_col = 2 / 3 * 4, 1 / 5 * 4
+    tok = 1 + 2 * 5 + 1
+    a, b = q[0, 0, tok, 0], q[0, 0, tok, 1]
+    assert torch.allclose(out[0, 0, tok, 0], a * torch.cos(torch.tensor(t_row)) - b * torch.sin(torch.tensor(t_row)))
+    c, d = q[0, 0, tok, 8], q[0, 0, tok, 9]
+    assert torch.allclose(out[0, 0, tok, 9], d * torch.cos(torch.tensor(t_col)) + c * torch.sin(torch.tensor(t_col)))
+
+
+def test_rope_integer_positions_option():
+    model = tiny(rope_ref_grid='integer')
+    assert model.rope.ref_grid is None
+    table = model.rope((3, 3), torch.device('cpu'), torch.float32)
+    squeeze = tiny(img_size=48).rope((3, 3), torch.device('cpu'), torch.float32)
+    assert torch.allclose(table, squeeze)  # at the pretraining grid both rules agree
+    assert not torch.allclose(model.rope((6, 6), torch.device('cpu'), torch.float32),
+                              tiny(img_size=48).rope((6, 6), torch.device('cpu'), torch.float32))
+
+
+def test_rope_tables_built_once_per_grid_across_blocks_and_calls():
+    model = ViT5(arch=dict(embed_dims=32, num_layers=12, num_heads=2)).eval()
+    x = torch.randn(1, 3, 32, 48)
+    model(x)
+    model(x)
+    assert model.rope.num_builds == 1
+    model(torch.randn(1, 3, 48, 48))
+    assert model.rope.num_builds == 2
+
+
+def test_table_made_under_inference_mode_serves_training():
+    model = tiny()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.inference_mode():
+        model.eval()(x)
+    model.train()(x)[0].sum().backward()
+    assert model.pos_embed.grad is not None
+
+
+def _param_names(model):
+    return {n for n, _ in model.named_parameters()}
+
+
+def test_each_switch_changes_the_parameter_set():
+    base = _param_names(tiny())
+    assert {'reg_token', 'blocks.0.attn.q_norm.weight', 'blocks.0.gamma_1'} <= base
+    assert not any(n.endswith('norm1.bias') or n.endswith('qkv.bias') for n in base)
+    swiglu = _param_names(tiny(mlp_type='swiglu'))
+    assert {'blocks.0.mlp.fc1_g.weight', 'blocks.0.mlp.fc1_x.weight', 'blocks.0.mlp.fc2.weight'} <= swiglu
+    assert 'blocks.0.mlp.fc1.weight' not in swiglu
+    assert not any('gamma' in n for n in _param_names(tiny(layer_scale_init=0)))
+    assert 'blocks.0.norm1.bias' in _param_names(tiny(norm_type='layernorm'))
+    assert isinstance(tiny().blocks[0].norm1, RMSNorm)
+    assert not any('q_norm' in n for n in _param_names(tiny(qk_norm=False)))
+    assert 'blocks.0.attn.qkv.bias' in _param_names(tiny(qkv_bias=True))
+    assert 'reg_token' not in _param_names(tiny(num_registers=0))
+    assert tiny(use_rope=False).rope is None
+    assert tiny(register_rope=False).rope.register_grid is None
+    # registers without their own RoPE are left unrotated: identity rows in the table
+    table = tiny(register_rope=False).rope((2, 2), torch.device('cpu'), torch.float32)
+    assert torch.equal(table[-4:, :16], torch.zeros(4, 16)) and torch.equal(table[-4:, 16:], torch.ones(4, 16))
+
+
+def test_deit3_is_a_preset_of_the_same_class():
+    model = ViT5(arch='deit3-small')
+    assert model.rope is None and model.reg_token is None and isinstance(model.blocks[0].norm1, torch.nn.LayerNorm)
+    assert model.blocks[0].attn.qkv.bias is not None
+
+
+def test_drop_path_schedules():
+    const = ViT5(arch=dict(TINY, num_layers=4), drop_path_rate=0.2)
+    assert [b.drop_path.drop_prob for b in const.blocks] == [0.2] * 4
+    linear = ViT5(arch=dict(TINY, num_layers=4), drop_path_rate=0.3, drop_path_schedule='linear')
+    assert isinstance(linear.blocks[0].drop_path, torch.nn.Identity)
+    assert linear.blocks[-1].drop_path.drop_prob == pytest.approx(0.3)
+
+
+def test_with_cp_gives_identical_outputs_and_gradients():
+    ref = tiny(out_indices=(0, 1)).train()
+    cp = tiny(out_indices=(0, 1), with_cp=True).train()
+    cp.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 3, 32, 48)
+    outs = [sum(t.pow(2).sum() for t in m(x)) for m in (ref, cp)]
+    assert torch.equal(outs[0], outs[1])
+    for out in outs:
+        out.backward()
+    for (n, p), (_, q) in zip(ref.named_parameters(), cp.named_parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-6, rtol=1e-5), n
+
+
+def test_frozen_stages():
+    model = tiny(frozen_stages=1).train()
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert {'pos_embed', 'cls_token', 'reg_token', 'patch_embed.proj.weight', 'blocks.0.attn.qkv.weight'} <= frozen
+    assert not any(n.startswith('blocks.1.') for n in frozen)
+    assert not model.blocks[0].training and model.blocks[1].training
+
+
+@pytest.mark.parametrize('kwargs,message', [
+    (dict(arch='vit5-huge'), "unknown arch 'vit5-huge'"),
+    (dict(arch=dict(TINY), out_indices=(2,)), 'out_indices contains 2, but the model has 2 blocks'),
+    (dict(arch=dict(TINY), norm_type='batchnorm'), "norm_type must be 'rmsnorm' or 'layernorm'"),
+    (dict(arch=dict(TINY), mlp_type='geglu'), "mlp_type must be 'mlp' or 'swiglu'"),
+    (dict(arch=dict(TINY), num_registers=3), 'num_registers=3 is not a square'),
+    (dict(arch=dict(embed_dims=30, num_layers=2, num_heads=4)), 'not divisible by num_heads'),
+])
+def test_bad_config_values_say_what(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ViT5(**kwargs)

@@ -1,0 +1,9 @@
+"""ViT-5 backbones for semantic segmentation in OpenMMLab (mmseg 1.x)."""
+from . import compat
+
+compat.apply()
+
+from .models import ARCH_PRESETS, ViT5, convert_checkpoint, load_pretrained  # noqa: E402
+
+__version__ = '0.1.0'
+__all__ = ['ARCH_PRESETS', 'ViT5', 'convert_checkpoint', 'load_pretrained', '__version__']

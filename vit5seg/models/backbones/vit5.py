@@ -1,0 +1,288 @@
+"""ViT-5 (arXiv 2602.08071) and its DeiT-III baseline as one mmseg backbone.
+
+The constructor switches are the paper's ablation axes; the named presets below pick
+the published settings. See shared/vit5-architecture.md for the exact architecture.
+"""
+from typing import Dict, Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn as nn
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import trunc_normal_
+from mmseg.registry import MODELS
+from timm.layers import PatchEmbed, resample_abs_pos_embed
+
+from ..layers import Block, SequenceRope, build_norm
+
+# The ablation axes of the paper, with ViT-5's published choice for each.
+VIT5_SWITCHES = dict(norm_type='rmsnorm', use_rope=True, num_registers=4, register_rope=True,
+                     qk_norm=True, layer_scale_init=1e-4, mlp_type='mlp', qkv_bias=False)
+# DeiT-III is the same skeleton with LayerNorm, qkv bias and none of the ViT-5 extras.
+DEIT3_SWITCHES = dict(norm_type='layernorm', use_rope=False, num_registers=0, register_rope=False,
+                      qk_norm=False, layer_scale_init=1e-4, mlp_type='mlp', qkv_bias=True)
+
+ARCH_PRESETS: Dict[str, dict] = {
+    'vit5-small': dict(embed_dims=384, num_layers=12, num_heads=6, **VIT5_SWITCHES),
+    'vit5-base': dict(embed_dims=768, num_layers=12, num_heads=12, **VIT5_SWITCHES),
+    'vit5-large': dict(embed_dims=1024, num_layers=24, num_heads=16, **VIT5_SWITCHES),
+    'vit5-xlarge': dict(embed_dims=1152, num_layers=28, num_heads=16, **VIT5_SWITCHES),
+    'deit3-small': dict(embed_dims=384, num_layers=12, num_heads=6, **DEIT3_SWITCHES),
+    'deit3-base': dict(embed_dims=768, num_layers=12, num_heads=12, **DEIT3_SWITCHES),
+    'deit3-large': dict(embed_dims=1024, num_layers=24, num_heads=16, **DEIT3_SWITCHES),
+}
+_SIZE_KEYS = ('embed_dims', 'num_layers', 'num_heads')
+
+
+def resolve_arch(arch: Union[str, dict], **overrides) -> dict:
+    """Preset (by name, or a dict of sizes on top of ViT-5's switches) + explicit overrides."""
+    if isinstance(arch, str):
+        if arch not in ARCH_PRESETS:
+            raise ValueError(f'unknown arch {arch!r}; choose one of {sorted(ARCH_PRESETS)} '
+                             f'or pass a dict with {list(_SIZE_KEYS)}')
+        settings = dict(ARCH_PRESETS[arch])
+    elif isinstance(arch, dict):
+        missing = [k for k in _SIZE_KEYS if k not in arch]
+        if missing:
+            raise ValueError(f'arch dict {arch} lacks {missing}')
+        settings = {**VIT5_SWITCHES, **arch}
+    else:
+        raise TypeError(f'arch must be a preset name or a dict, got {type(arch).__name__}')
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    return settings
+
+
+def _pair(x) -> Tuple[int, int]:
+    return (x, x) if isinstance(x, int) else tuple(x)
+
+
+@MODELS.register_module()
+class ViT5(BaseModule):
+    """ViT-5 / DeiT-III plain vision transformer with multi-level taps for mmseg heads.
+
+    Args:
+        arch: preset name (``vit5-small|base|large|xlarge``, ``deit3-small|base|large``)
+            or a dict with ``embed_dims``, ``num_layers``, ``num_heads`` (and any switch).
+        img_size: pretraining size; the pos_embed and the RoPE reference grid come from it.
+            Inputs at run time may have any size.
+        patch_size: patch side.
+        in_channels: image channels.
+        out_indices: blocks whose outputs are returned (negative counts from the end).
+        embed_dims, num_layers, num_heads, mlp_ratio: override the preset's size.
+        norm_type: ``'rmsnorm'`` (ViT-5) or ``'layernorm'`` (DeiT-III); also used by QK-norm.
+        use_rope: 2D RoPE on the patch tokens (theta ``rope_theta``).
+        rope_ref_grid: grid the patch positions are squeezed into per axis; ``None``:
+            ``img_size // patch_size`` (the authors' rule); ``'integer'``: integer
+            positions at the run-time grid (extrapolation); an int or (h, w): that grid.
+        num_registers: register tokens appended after the patches.
+        register_rope: registers get their own 2D RoPE on a square grid (theta
+            ``register_rope_theta``); otherwise they are not rotated.
+        qk_norm: normalise q and k per head before the rotation.
+        layer_scale_init: LayerScale init value; ``0`` removes LayerScale.
+        mlp_type: ``'mlp'`` (GELU) or ``'swiglu'``.
+        qkv_bias: bias of the qkv projection.
+        drop_path_rate: stochastic depth rate; ``drop_path_schedule`` ``'constant'``
+            (same rate in every block, as the authors) or ``'linear'`` (0 to the rate).
+        final_norm: apply the final norm to the last block's output (and so its tap).
+        output_cls_token: each tap is ``[patch_map, cls_token]`` as for mmseg's ViT.
+        interpolate_mode: how pos_embed is resized to a new grid.
+        with_cp: activation checkpointing of every block during training.
+        frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks
+            (``-1``: nothing frozen).
+        init_cfg: ``dict(type='Pretrained', checkpoint=PATH)`` loads an authors' ViT-5,
+            a DeiT-III (Facebook or timm layout) or a converted file through
+            :func:`vit5seg.models.checkpoint.load_pretrained`; optional keys
+            ``use_ema``, ``allow_unsafe``, ``prefix``.
+
+    Switches left as ``None`` take the preset's value.
+    """
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'vit5-base',
+                 img_size: Union[int, Sequence[int]] = 224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 embed_dims: Optional[int] = None,
+                 num_layers: Optional[int] = None,
+                 num_heads: Optional[int] = None,
+                 mlp_ratio: float = 4.,
+                 norm_type: Optional[str] = None,
+                 norm_eps: float = 1e-6,
+                 use_rope: Optional[bool] = None,
+                 rope_theta: float = 10000.,
+                 rope_ref_grid: Union[None, str, int, Sequence[int]] = None,
+                 num_registers: Optional[int] = None,
+                 register_rope: Optional[bool] = None,
+                 register_rope_theta: float = 100.,
+                 qk_norm: Optional[bool] = None,
+                 layer_scale_init: Optional[float] = None,
+                 mlp_type: Optional[str] = None,
+                 qkv_bias: Optional[bool] = None,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 drop_path_schedule: str = 'constant',
+                 final_norm: bool = True,
+                 output_cls_token: bool = False,
+                 interpolate_mode: str = 'bicubic',
+                 with_cp: bool = False,
+                 frozen_stages: int = -1,
+                 init_cfg: Optional[dict] = None):
+        super().__init__(init_cfg=init_cfg)
+        s = resolve_arch(arch, embed_dims=embed_dims, num_layers=num_layers, num_heads=num_heads,
+                         norm_type=norm_type, use_rope=use_rope, num_registers=num_registers,
+                         register_rope=register_rope, qk_norm=qk_norm,
+                         layer_scale_init=layer_scale_init, mlp_type=mlp_type, qkv_bias=qkv_bias)
+        self.arch = arch if isinstance(arch, str) else 'custom'
+        self.settings = s
+        self.embed_dims = C = s['embed_dims']
+        self.num_layers = depth = s['num_layers']
+        self.num_heads = s['num_heads']
+        if C % self.num_heads:
+            raise ValueError(f'embed_dims={C} is not divisible by num_heads={self.num_heads}')
+        self.num_registers = s['num_registers']
+        self.patch_size = patch_size
+        self.img_size = _pair(img_size)
+        self.patch_grid = (self.img_size[0] // patch_size, self.img_size[1] // patch_size)
+        self.final_norm = final_norm
+        self.output_cls_token = output_cls_token
+        self.interpolate_mode = interpolate_mode
+        self.with_cp = with_cp
+        self.out_indices = self._check_out_indices(out_indices, depth)
+        if drop_path_schedule not in ('constant', 'linear'):
+            raise ValueError(f"drop_path_schedule must be 'constant' or 'linear', got {drop_path_schedule!r}")
+        if frozen_stages > depth:
+            raise ValueError(f'frozen_stages={frozen_stages} exceeds num_layers={depth}')
+        self.frozen_stages = frozen_stages
+
+        # Pads the input to a multiple of the patch at the bottom/right, as mmseg's ViT.
+        self.patch_embed = PatchEmbed(img_size=self.img_size, patch_size=patch_size, in_chans=in_channels,
+                                      embed_dim=C, output_fmt='NHWC', strict_img_size=False,
+                                      dynamic_img_pad=True)
+        # Absolute positions for the patches only; cls and registers get none.
+        self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_grid[0] * self.patch_grid[1], C))
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
+        self.reg_token = nn.Parameter(torch.zeros(1, self.num_registers, C)) if self.num_registers else None
+        self.pos_drop = nn.Dropout(drop_rate)
+
+        if s['use_rope']:
+            if rope_ref_grid is None:
+                ref_grid = self.patch_grid
+            elif rope_ref_grid == 'integer':
+                ref_grid = None
+            else:
+                ref_grid = _pair(rope_ref_grid)
+            self.rope = SequenceRope(C // self.num_heads, theta=rope_theta, ref_grid=ref_grid,
+                                     num_registers=self.num_registers, register_rope=s['register_rope'],
+                                     register_theta=register_rope_theta)
+        else:
+            self.rope = None
+
+        if drop_path_schedule == 'constant':
+            dpr = [drop_path_rate] * depth
+        else:
+            dpr = [x.item() for x in torch.linspace(0, drop_path_rate, depth)]
+        self.blocks = nn.ModuleList([
+            Block(C, self.num_heads, mlp_ratio=mlp_ratio, mlp_type=s['mlp_type'], qkv_bias=s['qkv_bias'],
+                  qk_norm=s['qk_norm'], norm_type=s['norm_type'], norm_eps=norm_eps,
+                  layer_scale_init=s['layer_scale_init'], drop=drop_rate, attn_drop=attn_drop_rate,
+                  drop_path=dpr[i])
+            for i in range(depth)])
+        self.norm = build_norm(s['norm_type'], C, norm_eps)
+        self._init_default_weights()
+        self._freeze_stages()
+
+    @staticmethod
+    def _check_out_indices(out_indices, depth) -> Tuple[int, ...]:
+        if isinstance(out_indices, int):
+            out_indices = [out_indices]
+        result = []
+        for i in out_indices:
+            if not -depth <= i < depth:
+                raise ValueError(f'out_indices contains {i}, but the model has {depth} blocks '
+                                 f'(valid: 0..{depth - 1} or -{depth}..-1)')
+            result.append(i % depth)
+        return tuple(result)
+
+    def _init_default_weights(self):
+        trunc_normal_(self.pos_embed, std=.02)
+        trunc_normal_(self.cls_token, std=.02)
+        if self.reg_token is not None:
+            trunc_normal_(self.reg_token, std=.02)
+        for m in self.blocks.modules():
+            if isinstance(m, nn.Linear):
+                trunc_normal_(m.weight, std=.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    def init_weights(self):
+        cfg = self.init_cfg
+        if isinstance(cfg, dict) and cfg.get('type') == 'Pretrained':
+            from ..checkpoint import load_pretrained
+            load_pretrained(self, cfg['checkpoint'], use_ema=cfg.get('use_ema', False),
+                            allow_unsafe=cfg.get('allow_unsafe', False), prefix=cfg.get('prefix'))
+            self._is_init = True
+        else:
+            super().init_weights()
+
+    def _freeze_stages(self):
+        if self.frozen_stages < 0:
+            return
+        frozen = [self.patch_embed, *self.blocks[:self.frozen_stages]]
+        if self.frozen_stages == self.num_layers and self.final_norm:
+            frozen.append(self.norm)
+        for m in frozen:
+            m.eval()
+            for p in m.parameters():
+                p.requires_grad = False
+        for p in (self.pos_embed, self.cls_token, self.reg_token):
+            if p is not None:
+                p.requires_grad = False
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        return self
+
+    def resized_pos_embed(self, grid: Tuple[int, int]) -> torch.Tensor:
+        """pos_embed at another patch grid: resized as a (C, h, w) image (bicubic,
+        align_corners=False, no antialias), unchanged at the pretraining grid."""
+        return resample_abs_pos_embed(self.pos_embed, new_size=list(grid), old_size=list(self.patch_grid),
+                                      num_prefix_tokens=0, interpolation=self.interpolate_mode,
+                                      antialias=False)
+
+    def embed(self, x: torch.Tensor):
+        """Image (B, 3, H, W) -> tokens (B, 1 + h*w + R, C), patch grid (h, w), RoPE table."""
+        B = x.shape[0]
+        x = self.patch_embed(x)                        # (B, h, w, C), padded to multiples of 16
+        h, w = x.shape[1:3]
+        x = x.flatten(1, 2) + self.resized_pos_embed((h, w))   # (B, h*w, C)
+        tokens = [self.cls_token.expand(B, -1, -1), x]
+        if self.reg_token is not None:
+            tokens.append(self.reg_token.expand(B, -1, -1))
+        x = self.pos_drop(torch.cat(tokens, dim=1))
+        rope = None if self.rope is None else self.rope((h, w), x.device, x.dtype)
+        return x, (h, w), rope
+
+    def forward(self, x: torch.Tensor):
+        B = x.shape[0]
+        x, (h, w), rope = self.embed(x)
+        outs = []
+        use_cp = self.with_cp and self.training and torch.is_grad_enabled()
+        for i, blk in enumerate(self.blocks):
+            x = blk.forward_cp(x, rope) if use_cp else blk(x, rope)
+            if i == self.num_layers - 1 and self.final_norm:
+                x = self.norm(x)
+            if i in self.out_indices:
+                # patch tokens only: cls at 0 and the registers at the end are dropped
+                feat = x[:, 1:1 + h * w].reshape(B, h, w, self.embed_dims).permute(0, 3, 1, 2).contiguous()
+                outs.append([feat, x[:, 0]] if self.output_cls_token else feat)
+        return tuple(outs)
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """All tokens after the final norm, (B, 1 + N + R, C): what the authors'
+        ``forward_features`` returns before pooling."""
+        x, _, rope = self.embed(x)
+        for blk in self.blocks:
+            x = blk(x, rope)
+        return self.norm(x)

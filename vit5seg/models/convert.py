@@ -1,0 +1,60 @@
+"""Command-line conversion of backbone checkpoints (``tools/convert_checkpoint.py``)."""
+import argparse
+import ast
+from pathlib import Path
+
+import torch
+
+from .checkpoint import CheckpointError, check_fits, convert_checkpoint
+
+
+def parse_arch(text: str):
+    """A preset name, or a dict literal such as "{'embed_dims': 64, 'num_layers': 2, 'num_heads': 2}"."""
+    text = text.strip()
+    return ast.literal_eval(text) if text.startswith('{') else text
+
+
+def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None) -> str:
+    """Convert ``src`` to this package's layout at ``dst``; with ``arch``, first check
+    that a ``ViT5(arch=arch, img_size=img_size)`` loads it. Returns the source layout."""
+    grid = None if img_size is None else (img_size // 16, img_size // 16)
+    model = None
+    if arch is not None:
+        from .backbones.vit5 import ViT5
+        with torch.device('meta'):  # shapes only, no memory
+            model = ViT5(arch=arch, img_size=img_size or 224)
+        grid = model.patch_grid
+    sd, layout = convert_checkpoint(src, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix, grid=grid)
+    if model is not None:
+        check_fits(model, sd, source=f'{src} [{layout}]')
+    meta = dict(source=str(src), source_layout=layout, ema=use_ema,
+                arch=repr(arch) if arch is not None else None, vit5seg_layout=1)
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    torch.save({'state_dict': sd, 'meta': meta}, dst)
+    return layout
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Convert an authors\' ViT-5, a Facebook DeiT-III or a timm deit3_* checkpoint into the '
+                    'vit5seg backbone layout (classifier and derived RoPE buffers dropped). The result loads '
+                    'with init_cfg=dict(type="Pretrained", checkpoint=DST).')
+    parser.add_argument('src', help='source checkpoint (.pth, .bin or .safetensors); the layout is detected')
+    parser.add_argument('dst', help='where to write the converted .pth')
+    parser.add_argument('--arch', type=parse_arch, default=None,
+                        help='check the result against this backbone: a preset (vit5-base, deit3-small, ...) or '
+                             'a dict literal of sizes/switches; mismatches are listed and nothing is written')
+    parser.add_argument('--ema', action='store_true', help='take the weights under model_ema instead of model')
+    parser.add_argument('--img-size', type=int, default=None,
+                        help='resize pos_embed to this pretraining size (e.g. 384); default: keep it')
+    parser.add_argument('--prefix', default=None, help='only keys under this prefix (e.g. "backbone.")')
+    parser.add_argument('--allow-unsafe', action='store_true',
+                        help='allow full unpickling for files that need it (runs code in the file: trusted '
+                             'sources only)')
+    args = parser.parse_args(argv)
+    try:
+        layout = convert_file(args.src, args.dst, arch=args.arch, use_ema=args.ema, img_size=args.img_size,
+                              allow_unsafe=args.allow_unsafe, prefix=args.prefix)
+    except CheckpointError as e:
+        parser.exit(1, f'error: {e}\n')
+    print(f'converted {args.src} ({layout} layout{", EMA" if args.ema else ""}) -> {args.dst}')

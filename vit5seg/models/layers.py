@@ -1,0 +1,189 @@
+"""Building blocks of the ViT-5 / DeiT-III backbone (see shared/vit5-architecture.md).
+
+Shapes: B batch, N tokens, C channels, h heads, D = C / h head channels.
+"""
+import math
+from collections import OrderedDict
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from timm.layers import DropPath, Mlp, SwiGLU
+from timm.layers.pos_embed_sincos import RotaryEmbeddingCat, apply_rot_embed_cat, freq_bands
+from torch.utils.checkpoint import checkpoint
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm with the authors' dtype order.
+
+    Written by hand because torch's and timm's RMSNorm multiply by the weight before
+    casting back; the checkpoints were trained with the normalisation done in float32,
+    cast to the input dtype, and only then scaled. Identical in float32, not in bf16.
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return y.to(x.dtype) * self.weight
+
+    def extra_repr(self) -> str:
+        return f'{self.weight.shape[0]}, eps={self.eps}'
+
+
+def build_norm(norm_type: str, dim: int, eps: float = 1e-6) -> nn.Module:
+    if norm_type == 'rmsnorm':
+        return RMSNorm(dim, eps=eps)
+    if norm_type == 'layernorm':
+        return nn.LayerNorm(dim, eps=eps)
+    raise ValueError(f"norm_type must be 'rmsnorm' or 'layernorm', got {norm_type!r}")
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with optional QK-norm and rotary embedding.
+
+    ``rope`` is one (N, 2D) table of concatenated [sin, cos] for the whole token
+    sequence, built once per forward by the backbone and shared by all blocks; tokens
+    that are not rotated (cls) carry sin=0, cos=1 rows.
+    """
+
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = False,
+                 qk_norm: bool = True, norm_type: str = 'rmsnorm', norm_eps: float = 1e-6,
+                 attn_drop: float = 0., proj_drop: float = 0.):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.q_norm = build_norm(norm_type, self.head_dim, norm_eps) if qk_norm else nn.Identity()
+        self.k_norm = build_norm(norm_type, self.head_dim, norm_eps) if qk_norm else nn.Identity()
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+        B, N, C = x.shape
+        # (B, N, 3C) -> 3 x (B, h, N, D)
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k = self.q_norm(q), self.k_norm(k)  # the spec normalises before rotating
+        if rope is not None:
+            q = apply_rot_embed_cat(q, rope)
+            k = apply_rot_embed_cat(k, rope)
+        x = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+        x = x.transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + drop_path(gamma * f(norm(x))), twice."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4., mlp_type: str = 'mlp',
+                 qkv_bias: bool = False, qk_norm: bool = True, norm_type: str = 'rmsnorm',
+                 norm_eps: float = 1e-6, layer_scale_init: Optional[float] = 1e-4,
+                 drop: float = 0., attn_drop: float = 0., drop_path: float = 0.):
+        super().__init__()
+        self.norm1 = build_norm(norm_type, dim, norm_eps)
+        self.attn = Attention(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                              norm_type=norm_type, norm_eps=norm_eps,
+                              attn_drop=attn_drop, proj_drop=drop)
+        self.norm2 = build_norm(norm_type, dim, norm_eps)
+        hidden = int(dim * mlp_ratio)
+        if mlp_type == 'mlp':
+            self.mlp = Mlp(dim, hidden, act_layer=nn.GELU, drop=drop)
+        elif mlp_type == 'swiglu':
+            # 2/3 of the hidden width keeps the parameter count of the plain MLP (as LLaMA).
+            self.mlp = SwiGLU(dim, int(hidden * 2 / 3), act_layer=nn.SiLU, drop=drop)
+        else:
+            raise ValueError(f"mlp_type must be 'mlp' or 'swiglu', got {mlp_type!r}")
+        if layer_scale_init:
+            # The authors' names, so their checkpoints load without renaming.
+            self.gamma_1 = nn.Parameter(torch.full((dim,), float(layer_scale_init)))
+            self.gamma_2 = nn.Parameter(torch.full((dim,), float(layer_scale_init)))
+        else:
+            self.gamma_1 = self.gamma_2 = None
+        self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()
+
+    def _scale(self, x: torch.Tensor, gamma: Optional[torch.Tensor]) -> torch.Tensor:
+        return x if gamma is None else x * gamma
+
+    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = x + self.drop_path(self._scale(self.attn(self.norm1(x), rope), self.gamma_1))
+        x = x + self.drop_path(self._scale(self.mlp(self.norm2(x)), self.gamma_2))
+        return x
+
+    def forward_cp(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Activation checkpointing: recompute this block in backward to save memory."""
+        return checkpoint(self.forward, x, rope, use_reentrant=False)
+
+
+def rope_frequencies(head_dim: int, theta: float) -> torch.Tensor:
+    """f_k = theta ** -(2k / (D/2)), k < D/4: the values stored as ``attn.rope.freqs``."""
+    return freq_bands(head_dim // 4, temperature=float(theta), step=1)
+
+
+class SequenceRope(nn.Module):
+    """Rotary tables for the token sequence ``[cls] + patches + registers``.
+
+    One (N, 2D) table per (grid, device, dtype) is built and kept, so blocks and later
+    calls at the same input size reuse it instead of recomputing sines. The 2D rotations
+    themselves are timm's ``RotaryEmbeddingCat``, which equals the authors' RoPE exactly
+    (shared/vit5-architecture.md); the patch positions are squeezed into ``ref_grid``
+    per axis (``ref_grid=None``: integer positions instead).
+    """
+
+    max_cached = 8
+
+    def __init__(self, head_dim: int, theta: float = 10000., ref_grid: Optional[Tuple[int, int]] = (14, 14),
+                 num_registers: int = 0, register_rope: bool = True, register_theta: float = 100.):
+        super().__init__()
+        if head_dim % 4:
+            raise ValueError(f'2D RoPE needs a head dim divisible by 4, got {head_dim}')
+        self.head_dim = head_dim
+        self.ref_grid = None if ref_grid is None else tuple(ref_grid)
+        self.num_registers = num_registers
+        self.rope = RotaryEmbeddingCat(head_dim, in_pixels=False, temperature=theta,
+                                       ref_feat_shape=self.ref_grid)
+        self.register_grid = None
+        if num_registers and register_rope:
+            side = math.isqrt(num_registers)
+            if side * side != num_registers:
+                raise ValueError(f'register RoPE places registers on a square grid; '
+                                 f'num_registers={num_registers} is not a square')
+            self.register_grid = (side, side)
+            self.rope_reg = RotaryEmbeddingCat(head_dim, in_pixels=False, temperature=register_theta,
+                                               ref_feat_shape=self.register_grid)
+        self._tables: 'OrderedDict[tuple, torch.Tensor]' = OrderedDict()
+        self.num_builds = 0  # read by tests and the benchmark
+
+    def _identity_rows(self, n: int, device) -> torch.Tensor:
+        return torch.cat([torch.zeros(n, self.head_dim, device=device),
+                          torch.ones(n, self.head_dim, device=device)], dim=1)
+
+    def _build(self, grid: Tuple[int, int], device) -> torch.Tensor:
+        parts = [self._identity_rows(1, device), self.rope.get_embed(shape=list(grid)).to(device)]
+        if self.register_grid is not None:
+            parts.append(self.rope_reg.get_embed(shape=list(self.register_grid)).to(device))
+        elif self.num_registers:
+            parts.append(self._identity_rows(self.num_registers, device))
+        return torch.cat(parts, dim=0)
+
+    def forward(self, grid: Tuple[int, int], device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        key = (tuple(grid), device, dtype)
+        table = self._tables.get(key)
+        if table is None:
+            # Built outside inference mode so a table first made by a test pass can
+            # still be saved for backward by a later training step.
+            with torch.inference_mode(False), torch.no_grad():
+                table = self._build(tuple(grid), device).to(dtype)
+            self.num_builds += 1
+            self._tables[key] = table
+            if len(self._tables) > self.max_cached:
+                self._tables.popitem(last=False)
+        else:
+            self._tables.move_to_end(key)
+        return table
