@@ -48,3 +48,44 @@ def test_mmseg_config_inheritance_without_pkg_resources():
         print(cfg.model.backbone.type, cfg.model.decode_head.type, get_installed_path('mmsegmentation'))
     """)
     assert stdout.startswith('ViT5 UPerHead') and stdout.strip().endswith('mmseg')
+
+
+def test_mmengine_checkpoints_load_with_weights_only_and_getattr_stays_forbidden(tmp_path):
+    import pickle
+
+    import pytest
+    import torch
+    from mmengine.logging import HistoryBuffer, MessageHub
+
+    hub = MessageHub.get_instance('compat-test')
+    hub.update_scalar('train/loss', 1.5)
+    hub.update_scalar('train/loss', 0.5)
+    path = tmp_path / 'ckpt.pth'
+    torch.save({'meta': {'iter': 3}, 'message_hub': hub.state_dict(), 'state_dict': {}}, path)
+    assert 'builtins.getattr' not in torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    loaded = torch.load(path, weights_only=True)
+    buffer = loaded['message_hub']['log_scalars']['train/loss']
+    assert isinstance(buffer, HistoryBuffer) and buffer.mean() == 1.0 and buffer.statistics('min') == 0.5
+
+    class Evil:
+        def __reduce__(self):
+            return (getattr, (print, '__call__'))
+    evil = tmp_path / 'evil.pth'
+    torch.save({'x': Evil()}, evil)
+    with pytest.raises(pickle.UnpicklingError, match='getattr'):
+        torch.load(evil, weights_only=True)
+
+
+def test_init_dist_and_ddp_on_cpu():
+    stdout = _run("""
+        import os
+        os.environ.update(RANK='0', LOCAL_RANK='0', WORLD_SIZE='1', MASTER_ADDR='127.0.0.1', MASTER_PORT='29541')
+        import torch, vit5seg
+        from mmengine.dist import init_dist, get_world_size
+        from mmengine.model.wrappers import MMDistributedDataParallel
+        init_dist('pytorch', backend='nccl')          # what the configs ask for
+        ddp = MMDistributedDataParallel(module=torch.nn.Linear(2, 2), device_ids=[0])
+        ddp(torch.randn(3, 2)).sum().backward()
+        print(torch.distributed.get_backend(), get_world_size())
+    """)
+    assert stdout.split() == ['gloo', '1']

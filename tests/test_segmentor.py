@@ -8,7 +8,6 @@ from mmseg.structures import SegDataSample
 from mmseg.utils import register_all_modules
 
 from conftest import REPO
-from vit5seg.demo import build_segmentor, main
 
 CONFIG = REPO / 'configs' / '_base_' / 'models' / 'upernet_vit5.py'
 TINY_SEGMENTOR = {
@@ -63,16 +62,3 @@ def test_upernet_trains_loss_decreases_and_gradients_reach_backbone():
     with torch.no_grad():
         pred = model(**model.data_preprocessor(_batch(1, (70, 50)), training=False), mode='predict')
     assert pred[0].seg_logits.data.shape == (5, 70, 50)
-
-
-def test_demo_builds_vit5_small_upernet_and_prints_shapes(capsys):
-    main(['--size', '64', '96'])
-    out = capsys.readouterr().out
-    assert 'backbone taps: (1, 384, 4, 6), (1, 384, 4, 6), (1, 384, 4, 6), (1, 384, 4, 6)' in out
-    assert 'neck pyramid: (1, 384, 16, 24), (1, 384, 8, 12), (1, 384, 4, 6), (1, 384, 2, 3)' in out
-    assert 'seg logits: (150, 64, 96), label map: (1, 64, 96)' in out
-
-
-def test_build_segmentor_swaps_backbone_width_consistently():
-    model = build_segmentor(CONFIG, arch='deit3-small')
-    assert model.backbone.rope is None and model.neck.upsample_4x[0].in_channels == 384

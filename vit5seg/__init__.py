@@ -3,6 +3,7 @@ from . import compat
 
 compat.apply()
 
+from . import engine  # noqa: E402,F401  (registers the optimizer constructor)
 from .models import ARCH_PRESETS, ViT5, convert_checkpoint, load_pretrained  # noqa: E402
 
 __version__ = '0.1.0'

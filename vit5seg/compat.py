@@ -6,9 +6,12 @@ import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import contextlib
 import os.path as osp
 import sys
 import types
+
+import torch
 
 _applied = False
 
@@ -109,10 +112,87 @@ def replace_pkg_resources_lookups() -> None:
         mod.get_installed_path = get_installed_path
 
 
+# --- 3. torch.load defaults to weights_only=True -----------------------------------
+# mmengine checkpoints (resume, tools/test.py) hold a MessageHub of HistoryBuffers with
+# numpy arrays, and each buffer pickles its statistics *functions* via builtins.getattr,
+# which must never be allowed. HistoryBuffers now pickle without them (the class-level
+# registry restores them on load), and the plain data types are allowlisted, so the
+# default, safe weights_only loading reads checkpoints written from here on.
+
+def _history_buffer_state(self) -> dict:
+    state = dict(self.__dict__)
+    state.pop('statistics_methods', None)
+    return state
+
+
+def _numpy_safe_globals() -> list:
+    import numpy as np
+    multiarray = (getattr(np, '_core', None) or np.core).multiarray
+    dtypes = [type(np.dtype(code)) for code in ('?', 'b', 'B', 'h', 'H', 'i', 'I', 'l', 'L', 'q', 'Q',
+                                                'e', 'f', 'd', 'g', 'U', 'S', 'O')]
+    return [multiarray._reconstruct, multiarray.scalar, np.ndarray, np.dtype, *dtypes]
+
+
+def allow_weights_only_mmengine_checkpoints() -> None:
+    from mmengine.logging.history_buffer import HistoryBuffer
+    HistoryBuffer.__getstate__ = _history_buffer_state
+    torch.serialization.add_safe_globals([HistoryBuffer, *_numpy_safe_globals()])
+
+
+# --- 4. distributed runs without GPUs (torchrun / srun on CPU, gloo) ------------------
+# mmengine's init_dist always calls torch.cuda.set_device and the configs ask for NCCL;
+# and the Runner hands DDP device_ids=[local_rank], which DDP rejects for a CPU module.
+
+@contextlib.contextmanager
+def _no_cuda_set_device():
+    original = torch.cuda.set_device
+    torch.cuda.set_device = lambda device: None
+    try:
+        yield
+    finally:
+        torch.cuda.set_device = original
+
+
+def _wrap_init_dist(init_dist):
+    def init_dist_any_device(launcher, backend='nccl', init_backend='torch', **kwargs):
+        if torch.cuda.is_available():
+            return init_dist(launcher, backend, init_backend, **kwargs)
+        with _no_cuda_set_device():
+            return init_dist(launcher, 'gloo' if backend == 'nccl' else backend, init_backend, **kwargs)
+    init_dist_any_device.__wrapped__ = init_dist
+    return init_dist_any_device
+
+
+def _wrap_ddp_init(ddp_init):
+    def ddp_init_any_device(self, module, *args, **kwargs):
+        param = next(module.parameters(), None)
+        if param is not None and param.device.type == 'cpu':
+            kwargs['device_ids'] = None  # CPU modules take no device ids
+            kwargs.pop('output_device', None)
+        ddp_init(self, module, *args, **kwargs)
+    ddp_init_any_device.__wrapped__ = ddp_init
+    return ddp_init_any_device
+
+
+def allow_distributed_on_cpu() -> None:
+    import mmengine.dist as dist_pkg
+    import mmengine.dist.utils as dist_utils
+    import mmengine.runner.runner as runner_mod
+    from mmengine.model.wrappers import MMDistributedDataParallel
+    if hasattr(dist_utils.init_dist, '__wrapped__'):
+        return
+    wrapped = _wrap_init_dist(dist_utils.init_dist)
+    for mod in (dist_utils, dist_pkg, runner_mod):
+        mod.init_dist = wrapped
+    MMDistributedDataParallel.__init__ = _wrap_ddp_init(MMDistributedDataParallel.__init__)
+
+
 def apply() -> None:
     global _applied
     if _applied:
         return
     install_mmcv_ext_standin()
     replace_pkg_resources_lookups()
+    allow_weights_only_mmengine_checkpoints()
+    allow_distributed_on_cpu()
     _applied = True

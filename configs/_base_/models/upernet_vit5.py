@@ -22,8 +22,7 @@ model = dict(
         img_size=224,  # pretraining size: pos_embed and the RoPE reference grid
         out_indices=(3, 5, 7, 11),  # 4 evenly spaced taps
         final_norm=False,  # XCiT/DeiT-III segmentation taps raw block outputs
-        drop_path_rate=0.1,
-        init_cfg=None),  # dict(type='Pretrained', checkpoint='vit5_base_patch16_224.pth')
+        drop_path_rate=0.1),  # pretrained: init_cfg=dict(type='Pretrained', checkpoint=PATH)
     # Feature2Pyramid (deconvs + max-pool) is the pyramid of the XCiT segmentation code
     # that DeiT-III's ADE20K numbers come from; 1/16 -> 1/4, 1/8, 1/16, 1/32.
     neck=dict(type='Feature2Pyramid', embed_dim=embed_dims, rescales=[4, 2, 1, 0.5], norm_cfg=norm_cfg),

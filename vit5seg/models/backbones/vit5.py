@@ -189,6 +189,10 @@ class ViT5(BaseModule):
                   drop_path=dpr[i])
             for i in range(depth)])
         self.norm = build_norm(s['norm_type'], C, norm_eps)
+        if not final_norm:
+            # Kept so checkpoints load strictly, but unused by the taps: frozen, or DDP
+            # would wait for its gradient forever.
+            self.norm.requires_grad_(False)
         self._init_default_weights()
         self._freeze_stages()
 

@@ -1,0 +1,13 @@
+default_scope = 'mmseg'
+env_cfg = dict(
+    cudnn_benchmark=True,
+    mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+    dist_cfg=dict(backend='nccl'))  # vit5seg.compat switches to gloo where there is no GPU
+vis_backends = [dict(type='LocalVisBackend')]
+# no fixed name: each Runner (train, then test, in one process) gets its own visualizer
+visualizer = dict(type='SegLocalVisualizer', vis_backends=vis_backends)
+log_processor = dict(by_epoch=False)
+log_level = 'INFO'
+load_from = None
+resume = False
+tta_model = dict(type='SegTTAModel')

@@ -1,0 +1,79 @@
+"""Every shipped config loads, builds, and states the protocol; each ViT-5 config has a
+DeiT-III twin that differs only in the backbone."""
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmseg.registry import MODELS
+from mmseg.utils import register_all_modules
+
+from conftest import REPO
+
+CONFIGS = sorted(p for p in (REPO / 'configs').rglob('*.py') if '_base_' not in p.parts)
+VIT5 = [p for p in CONFIGS if p.name.startswith('vit5') and 'tiny' not in p.parts]
+
+
+def _twin(path: Path) -> Path:
+    if path.parent.name == 'configs':
+        return path.with_name(path.name.replace('vit5', 'deit3'))
+    return REPO / 'configs' / 'deit3' / path.name.replace('vit5', 'deit3')
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: str(p.relative_to(REPO / 'configs')))
+def test_config_builds(path):
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(str(path))
+    with torch.device('meta'):  # real sizes, no memory, no weights loaded
+        model = MODELS.build(cfg.model)
+    backbone = model.backbone
+    assert cfg.model.decode_head.in_channels == [backbone.embed_dims] * 4
+    assert cfg.model.neck.embed_dim == cfg.model.auxiliary_head.in_channels == backbone.embed_dims
+    assert len(backbone.out_indices) == 4 and backbone.out_indices[-1] == backbone.num_layers - 1
+    assert cfg.custom_imports.imports == ['vit5seg']
+
+
+@pytest.mark.parametrize('path', [p for p in VIT5], ids=lambda p: p.name)
+def test_every_vit5_config_has_a_deit3_twin_with_the_same_protocol(path):
+    vit5, deit3 = Config.fromfile(str(path)), Config.fromfile(str(_twin(path)))
+    a, b = vit5.to_dict(), deit3.to_dict()
+    assert a['model']['backbone'].pop('arch').replace('vit5', 'deit3') == b['model']['backbone'].pop('arch')
+    assert 'deit_3' in b['model']['backbone'].pop('init_cfg')['checkpoint']
+    a['model']['backbone'].pop('init_cfg')
+    for cfg in (a, b):
+        cfg.pop('filename', None)
+    assert a == b
+
+
+def test_entry_config_is_the_protocol():
+    cfg = Config.fromfile(str(REPO / 'configs' / 'vit5_upernet_ade20k.py'))
+    assert cfg.model.backbone.arch == 'vit5-base' and cfg.model.backbone.init_cfg.type == 'Pretrained'
+    assert cfg.model.decode_head.type == 'UPerHead' and cfg.model.decode_head.channels == 512
+    assert cfg.model.decode_head.num_classes == 150 and cfg.model.auxiliary_head.loss_decode.loss_weight == 0.4
+    assert cfg.model.neck.type == 'Feature2Pyramid' and cfg.model.neck.rescales == [4, 2, 1, 0.5]
+    opt = cfg.optim_wrapper.optimizer
+    assert (opt.type, opt.lr, opt.weight_decay, opt.betas) == ('AdamW', 6e-5, 0.01, (0.9, 0.999))
+    warmup, poly = cfg.param_scheduler
+    assert (warmup.type, warmup.end, warmup.start_factor) == ('LinearLR', 1500, 1e-6)
+    assert (poly.type, poly.power, poly.end) == ('PolyLR', 1.0, 160000)
+    assert cfg.train_cfg.max_iters == 160000 and cfg.train_cfg.val_interval == 16000
+    assert cfg.train_dataloader.batch_size * 8 == cfg.auto_scale_lr.base_batch_size == 16
+    assert cfg.train_dataloader.dataset.data_root == 'data/ade/ADEChallengeData2016'
+    assert cfg.model.data_preprocessor.size == (512, 512)
+    assert cfg.default_hooks.checkpoint.save_best == 'mIoU'
+
+
+def test_ld_variants_use_the_beit_recipe():
+    cfg = Config.fromfile(str(REPO / 'configs' / 'vit5' / 'vit5-base_upernet_ade20k_ld.py'))
+    assert cfg.optim_wrapper.optimizer.lr == 1e-4 and cfg.optim_wrapper.optimizer.weight_decay == 0.05
+    assert cfg.optim_wrapper.paramwise_cfg.layer_decay_rate == 0.65 and cfg.model.decode_head.channels == 768
+
+
+def test_tiny_config_inherits_the_real_pipeline():
+    cfg = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'))
+    assert cfg.train_dataloader.dataset.data_root == 'data/synthetic_ade20k/ADEChallengeData2016'
+    assert [t['type'] for t in cfg.train_pipeline] == [
+        'LoadImageFromFile', 'LoadAnnotations', 'RandomResize', 'RandomCrop', 'RandomFlip',
+        'PhotoMetricDistortion', 'PackSegInputs']
+    assert cfg.optim_wrapper.constructor == 'ViT5OptimWrapperConstructor'
+    assert cfg.model.decode_head.type == 'UPerHead' and cfg.model.neck.type == 'Feature2Pyramid'

@@ -1,0 +1,142 @@
+"""End to end on synthetic ADE20K-layout data, CPU: tools/train.py, tools/test.py,
+--resume, torchrun with two ranks, and the demo's training measurably learning."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO
+from vit5seg.datasets import make_synthetic_ade20k
+
+pytestmark = pytest.mark.slow
+ENV = {**os.environ, 'OMP_NUM_THREADS': '2', 'PYTHONUNBUFFERED': '1'}
+
+
+def _run(args, cwd, env=ENV, timeout=600):
+    out = subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-4000:])
+    return out.stdout + out.stderr
+
+
+def _scalars(work_dir: Path):
+    files = sorted(work_dir.glob('*/vis_data/scalars.json'))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+@pytest.fixture(scope='module')
+def project(tmp_path_factory):
+    """A user's folder outside the repo: their own config inheriting ours, the data."""
+    cwd = tmp_path_factory.mktemp('user')
+    make_synthetic_ade20k(cwd / 'data' / 'synthetic_ade20k', num_train=16, num_val=8, size=96, seed=1)
+    config = cwd / 'my_config.py'
+    config.write_text(textwrap.dedent(f"""
+        _base_ = ['{REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'}']
+        train_cfg = dict(max_iters=20, val_interval=20)
+        default_hooks = dict(checkpoint=dict(interval=10))
+    """))
+    log = _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run'], cwd)
+    return cwd, config, log
+
+
+def test_train_writes_mmengine_work_dir(project):
+    cwd, _, _ = project
+    run = cwd / 'run'
+    assert (run / 'iter_10.pth').is_file() and (run / 'iter_20.pth').is_file()
+    assert (run / 'last_checkpoint').read_text().strip().endswith('iter_20.pth')
+    records = _scalars(run)
+    assert any('mIoU' in r for r in records) and any('loss' in r for r in records)
+
+
+def test_test_tool_reproduces_the_metric_logged_at_the_end_of_training(project):
+    cwd, config, _ = project
+    logged = [r for r in _scalars(cwd / 'run') if 'mIoU' in r][-1]
+    _run([REPO / 'tools' / 'test.py', config, 'run/iter_20.pth', '--work-dir', 'test_out', '--show-dir', 'vis'],
+         cwd)
+    metrics_json = sorted((cwd / 'test_out').glob('*/*.json'))
+    assert metrics_json, list((cwd / 'test_out').rglob('*'))
+    tested = json.loads(metrics_json[-1].read_text())
+    for key in ('mIoU', 'mAcc', 'aAcc'):
+        assert tested[key] == pytest.approx(logged[key], abs=1e-2), key
+    assert len(list((cwd / 'test_out' / 'vis').rglob('*.png'))) == 8
+
+
+def test_resume_continues_iteration_lr_and_optimizer_state(project):
+    cwd, config, _ = project
+    shutil.copytree(cwd / 'run', cwd / 'run_more')  # keep 'run' as it is for the other tests
+    log = _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run_more', '--resume',
+                '--cfg-options', 'train_cfg.max_iters=30'], cwd)
+    assert 'resumed epoch: 0, iter: 20' in log  # auto: the work dir's last checkpoint
+    records = [r for r in _scalars(cwd / 'run_more') if 'lr' in r]
+    before = {r['iter']: r['lr'] for r in records if r['iter'] <= 20}
+    after = [r for r in records if r['iter'] > 20]
+    assert after and min(r['iter'] for r in after) == 30 and before
+    ckpt = torch.load(cwd / 'run_more' / 'iter_30.pth', map_location='cpu', weights_only=True)  # compat: safe load
+    assert ckpt['meta']['iter'] == 30
+    steps = {int(s['step']) for s in ckpt['optimizer']['state'].values()}
+    assert steps == {30}  # AdamW's step counts continued from the checkpoint's 20
+    # the schedule continued: same lr as an uninterrupted run at the same iteration
+    resumed_from_10 = _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run10', '--resume',
+                            str(cwd / 'run' / 'iter_10.pth')], cwd)
+    assert 'resumed epoch: 0, iter: 10' in resumed_from_10
+    lrs = {r['iter']: r['lr'] for r in _scalars(cwd / 'run10') if 'lr' in r}
+    assert lrs[20] == pytest.approx(before[20])
+
+
+RANK_DUMP = """
+import os, sys, torch
+import vit5seg
+from vit5seg.engine.launch import train
+runner = train(sys.argv[1:])
+model = runner.model.module if hasattr(runner.model, 'module') else runner.model
+torch.save({n: p.detach() for n, p in model.named_parameters()},
+           os.path.join(runner.work_dir, f"rank{os.environ['RANK']}.pth"))
+"""
+
+
+def test_torchrun_two_ranks_on_cpu_end_with_identical_weights(project):
+    cwd, config, _ = project
+    script = cwd / 'rank_dump.py'
+    script.write_text(RANK_DUMP)
+    env = {**ENV, 'OMP_NUM_THREADS': '1'}
+    out = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
+                          '--master_port=29533', str(script), str(config), '--launcher', 'pytorch',
+                          '--work-dir', 'ddp', '--cfg-options', 'train_cfg.max_iters=6', 'train_cfg.val_interval=6'],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    ranks = [torch.load(cwd / 'ddp' / f'rank{r}.pth', weights_only=True) for r in (0, 1)]
+    assert ranks[0].keys() == ranks[1].keys()
+    # parameters (BN running stats are per rank without SyncBN, as in mmseg)
+    for name in ranks[0]:
+        assert torch.equal(ranks[0][name], ranks[1][name]), name
+    start = torch.load(cwd / 'run' / 'iter_10.pth', weights_only=True)['state_dict']
+    assert not torch.equal(start['backbone.blocks.0.attn.qkv.weight'], ranks[0]['backbone.blocks.0.attn.qkv.weight'])
+
+
+def test_demo_training_learns(tmp_path):
+    from mmengine.config import Config
+    from mmseg.registry import MODELS
+    from mmseg.utils import register_all_modules
+
+    from vit5seg.demo import TINY_CONFIG, run
+
+    data = tmp_path / 'data'
+    make_synthetic_ade20k(data, num_train=32, num_val=8, size=96, seed=2)
+    register_all_modules(init_default_scope=True)
+    untrained = MODELS.build(Config.fromfile(str(TINY_CONFIG)).model)
+    untrained.init_weights()
+    torch.save({'state_dict': untrained.state_dict()}, tmp_path / 'untrained.pth')
+    root = data / 'ADEChallengeData2016'
+    opts = [f'{k}.dataset.data_root={root}' for k in ('train_dataloader', 'val_dataloader', 'test_dataloader')]
+    _run([REPO / 'tools' / 'test.py', TINY_CONFIG, tmp_path / 'untrained.pth', '--work-dir', tmp_path / 'u',
+          '--cfg-options', *opts], tmp_path)
+    before = json.loads(sorted((tmp_path / 'u').glob('*/*.json'))[-1].read_text())['mIoU']
+    metrics, checkpoint, overlays = run(tmp_path / 'demo', data, iters=120)
+    assert Path(checkpoint).is_file() and len(overlays) == 8
+    assert metrics['mIoU'] > before + 15, (before, metrics)

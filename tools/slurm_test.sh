@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Slurm: tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py args]
+set -euo pipefail
+PARTITION=$1
+JOB_NAME=$2
+CONFIG=$3
+CHECKPOINT=$4
+GPUS=${GPUS:-8}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+CPUS_PER_TASK=${CPUS_PER_TASK:-5}
+SRUN_ARGS=${SRUN_ARGS:-""}
+DIR=$(cd "$(dirname "$0")" && pwd)
+PYTHON=${PYTHON:-python}
+# shellcheck disable=SC2086
+srun -p "$PARTITION" --job-name="$JOB_NAME" --gres=gpu:"$GPUS_PER_NODE" --ntasks="$GPUS" \
+  --ntasks-per-node="$GPUS_PER_NODE" --cpus-per-task="$CPUS_PER_TASK" --kill-on-bad-exit=1 $SRUN_ARGS \
+  "$PYTHON" -u "$DIR/test.py" "$CONFIG" "$CHECKPOINT" --launcher slurm "${@:5}"

@@ -1,0 +1,122 @@
+"""What ``tools/train.py`` and ``tools/test.py`` do, with mmseg's flags and behaviour."""
+import argparse
+import os
+import os.path as osp
+from pathlib import Path
+
+from mmengine.config import Config, DictAction
+
+
+def _common(parser: argparse.ArgumentParser):
+    parser.add_argument('--work-dir', help='where logs and checkpoints go (default: ./work_dirs/<config name>)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config values, key=value (e.g. train_dataloader.batch_size=4)')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+                        help='job launcher (pytorch: torchrun; slurm: srun)')
+    # torch.distributed.launch passes --local_rank/--local-rank
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def train_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description='Train a segmentor (mmseg tools/train.py flags)')
+    parser.add_argument('config', help='config file path')
+    parser.add_argument('--resume', nargs='?', type=str, const='auto',
+                        help='resume from the latest checkpoint in the work dir (no value) or from this path')
+    parser.add_argument('--amp', action='store_true', help='automatic mixed precision (GPU)')
+    _common(parser)
+    return parser
+
+
+def test_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description='Test a checkpoint (mmseg tools/test.py flags)')
+    parser.add_argument('config', help='config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--out', help='folder to save the predicted label maps to (mmseg: format_only output)')
+    parser.add_argument('--show', action='store_true', help='show prediction results in a window')
+    parser.add_argument('--show-dir', help='folder to save painted predictions to (relative: inside the work dir)')
+    parser.add_argument('--wait-time', type=float, default=2, help='seconds between shown images')
+    parser.add_argument('--tta', action='store_true', help='multi-scale + flip test-time augmentation')
+    _common(parser)
+    return parser
+
+
+def load_config(args) -> Config:
+    if not osp.isfile(args.config):
+        raise FileNotFoundError(f'config file {args.config} does not exist')
+    cfg = Config.fromfile(args.config)
+    cfg.launcher = args.launcher
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', Path(args.config).stem)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return cfg
+
+
+def train_config(args) -> Config:
+    cfg = load_config(args)
+    if args.amp:
+        wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
+        if wrapper != 'AmpOptimWrapper':
+            if wrapper != 'OptimWrapper':
+                raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper, the config has {wrapper}')
+            cfg.optim_wrapper.type = 'AmpOptimWrapper'
+            cfg.optim_wrapper.loss_scale = 'dynamic'
+    if args.resume == 'auto':
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume is not None:
+        if not osp.isfile(args.resume):
+            raise FileNotFoundError(f'--resume {args.resume}: no such checkpoint')
+        cfg.resume, cfg.load_from = True, args.resume
+    return cfg
+
+
+def test_config(args) -> Config:
+    cfg = load_config(args)
+    if not osp.isfile(args.checkpoint):
+        raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist')
+    cfg.load_from = args.checkpoint
+    if args.show or args.show_dir:
+        hook = cfg.default_hooks.get('visualization')
+        if hook is None:
+            raise ValueError('--show/--show-dir need default_hooks.visualization in the config')
+        hook['draw'] = True
+        if args.show:
+            hook['show'] = True
+            hook['wait_time'] = args.wait_time
+        if args.show_dir:
+            # relative to the work dir, as mmseg documents it
+            cfg.visualizer['save_dir'] = osp.join(cfg.work_dir, args.show_dir)
+            hook['interval'] = 1
+    if args.tta:
+        cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
+        cfg.tta_model.module = cfg.model
+        cfg.model = cfg.tta_model
+    if args.out is not None:
+        cfg.test_evaluator['output_dir'] = args.out
+        cfg.test_evaluator['keep_results'] = True
+    return cfg
+
+
+def _runner(cfg):
+    from mmengine.runner import Runner
+    from mmseg.registry import RUNNERS
+    return Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+
+
+def train(argv=None):
+    cfg = train_config(train_parser().parse_args(argv))
+    runner = _runner(cfg)
+    runner.train()
+    return runner
+
+
+def test(argv=None):
+    args = test_parser().parse_args(argv)
+    cfg = test_config(args)
+    runner = _runner(cfg)
+    metrics = runner.test()
+    return metrics

@@ -1,0 +1,69 @@
+"""Optimizer parameter groups for ViT5 segmentors: layer-wise lr decay and no weight decay
+on norms, biases, LayerScale, tokens and position embeddings.
+
+mmseg's LearningRateDecayOptimizerConstructor only recognises BEiT/ConvNeXt parameter
+names (``layers.N``, ``stages.N``); ViT5's ``blocks.N``, ``reg_token`` and RMSNorm
+weights would all fall into one group there, so the groups are built here.
+"""
+from typing import List
+
+import torch.nn as nn
+from mmengine.logging import print_log
+from mmengine.optim import DefaultOptimWrapperConstructor
+from mmseg.registry import OPTIM_WRAPPER_CONSTRUCTORS
+
+_NO_DECAY_NAMES = ('pos_embed', 'cls_token', 'reg_token')
+
+
+def vit5_layer_id(name: str, num_layers: int) -> int:
+    """0 for the embeddings, i + 1 for block i, num_layers + 1 for the rest (final norm,
+    neck, heads), for a parameter name of the segmentor (``backbone.blocks.3.…``)."""
+    if name.startswith('backbone.'):
+        local = name[len('backbone.'):]
+        if local.startswith(('patch_embed.',) + _NO_DECAY_NAMES):
+            return 0
+        if local.startswith('blocks.'):
+            return int(local.split('.')[1]) + 1
+    return num_layers + 1
+
+
+def no_weight_decay(name: str, param: nn.Parameter) -> bool:
+    # 1-d tensors are norm weights, biases and LayerScale gammas.
+    return param.ndim <= 1 or name.endswith('.bias') or name.split('.')[-1] in _NO_DECAY_NAMES
+
+
+@OPTIM_WRAPPER_CONSTRUCTORS.register_module()
+class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
+    """``paramwise_cfg=dict(layer_decay_rate=r)``: the lr of layer id ``i`` is
+    ``base_lr * r ** (num_layers + 1 - i)``; ``r=1`` keeps one lr for all. Parameters of
+    :func:`no_weight_decay` get weight decay 0, the others the optimizer's."""
+
+    def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg=None):
+        # An empty paramwise_cfg would make the parent skip add_params altogether.
+        super().__init__(optim_wrapper_cfg, paramwise_cfg or dict(layer_decay_rate=1.0))
+
+    def add_params(self, params: List[dict], module: nn.Module, **kwargs) -> None:
+        rate = float(self.paramwise_cfg.get('layer_decay_rate', 1.0))
+        unknown = set(self.paramwise_cfg) - {'layer_decay_rate'}
+        if unknown:
+            raise ValueError(f'ViT5OptimWrapperConstructor: unknown paramwise_cfg keys {sorted(unknown)}')
+        backbone = getattr(module, 'backbone', None)
+        num_layers = getattr(backbone, 'num_layers', None)
+        if num_layers is None:
+            raise TypeError('ViT5OptimWrapperConstructor needs a segmentor whose backbone has num_layers '
+                            f'(got backbone {type(backbone).__name__})')
+        groups = {}
+        for name, param in module.named_parameters():
+            if not param.requires_grad:
+                continue
+            layer_id = vit5_layer_id(name, num_layers)
+            decay = not no_weight_decay(name, param)
+            group = groups.get((layer_id, decay))
+            if group is None:
+                group = groups[(layer_id, decay)] = dict(
+                    params=[], lr=self.base_lr * rate ** (num_layers + 1 - layer_id),
+                    weight_decay=self.base_wd if decay else 0., layer_id=layer_id)
+            group['params'].append(param)
+        params.extend(groups[k] for k in sorted(groups))
+        print_log(f'ViT5OptimWrapperConstructor: {len(groups)} groups, layer_decay_rate={rate}, '
+                  f'{num_layers + 2} layer ids', logger='current')
