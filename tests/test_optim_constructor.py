@@ -65,3 +65,14 @@ def test_unknown_paramwise_key_is_refused(segmentor):
     with pytest.raises(ValueError, match="unknown paramwise_cfg keys \\['decay_rate'\\]"):
         ViT5OptimWrapperConstructor(dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-4)),
                                     dict(decay_rate=0.9))(segmentor)
+
+
+def test_mask2former_query_embeddings_get_no_weight_decay():
+    from test_heads import HAS_MMDET, tiny_segmentor
+    if not HAS_MMDET:
+        pytest.skip('Mask2Former needs mmdet')  # installed in CI
+    model = tiny_segmentor(REPO / 'configs' / 'heads' / 'vit5_mask2former_ade20k.py')
+    groups = _groups_by_param(model, rate=1.0)
+    for name in ('decode_head.query_embed.weight', 'decode_head.query_feat.weight', 'decode_head.level_embed.weight'):
+        assert groups[name]['weight_decay'] == 0, name
+    assert groups['decode_head.cls_embed.weight']['weight_decay'] == 0.05

@@ -187,6 +187,38 @@ def allow_distributed_on_cpu() -> None:
     MMDistributedDataParallel.__init__ = _wrap_ddp_init(MMDistributedDataParallel.__init__)
 
 
+# --- 5. mmseg's sliding-window inference and pad_shape ---------------------------------
+# EncoderDecoder.slide_inference sets each crop's img_shape but leaves pad_shape at the
+# whole padded image; Mask2FormerHead resizes its masks to pad_shape, so every crop
+# came back at the wrong size. Each crop now carries its own pad_shape too.
+
+def _crop_aware_slide_inference(slide_inference):
+    def slide_inference_per_crop_pad(self, inputs, batch_img_metas):
+        whole = self.encode_decode
+        saved = [meta.get('pad_shape') for meta in batch_img_metas]
+
+        def encode_decode(crop, metas):
+            for meta in metas:
+                meta['pad_shape'] = tuple(crop.shape[2:])
+            return whole(crop, metas)
+        self.encode_decode = encode_decode
+        try:
+            return slide_inference(self, inputs, batch_img_metas)
+        finally:
+            del self.encode_decode
+            for meta, pad in zip(batch_img_metas, saved):
+                if pad is not None:
+                    meta['pad_shape'] = pad
+    slide_inference_per_crop_pad.__wrapped__ = slide_inference
+    return slide_inference_per_crop_pad
+
+
+def fix_slide_inference_pad_shape() -> None:
+    from mmseg.models.segmentors import EncoderDecoder
+    if not hasattr(EncoderDecoder.slide_inference, '__wrapped__'):
+        EncoderDecoder.slide_inference = _crop_aware_slide_inference(EncoderDecoder.slide_inference)
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -195,4 +227,5 @@ def apply() -> None:
     replace_pkg_resources_lookups()
     allow_weights_only_mmengine_checkpoints()
     allow_distributed_on_cpu()
+    fix_slide_inference_pad_shape()
     _applied = True

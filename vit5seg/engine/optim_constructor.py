@@ -13,6 +13,9 @@ from mmengine.optim import DefaultOptimWrapperConstructor
 from mmseg.registry import OPTIM_WRAPPER_CONSTRUCTORS
 
 _NO_DECAY_NAMES = ('pos_embed', 'cls_token', 'reg_token')
+# Learned query/level embeddings of query-based heads (Mask2Former), as mmseg's configs
+# exclude them from weight decay.
+_NO_DECAY_HEAD_EMBEDDINGS = ('query_embed.weight', 'query_feat.weight', 'level_embed.weight')
 
 
 def vit5_layer_id(name: str, num_layers: int) -> int:
@@ -29,7 +32,8 @@ def vit5_layer_id(name: str, num_layers: int) -> int:
 
 def no_weight_decay(name: str, param: nn.Parameter) -> bool:
     # 1-d tensors are norm weights, biases and LayerScale gammas.
-    return param.ndim <= 1 or name.endswith('.bias') or name.split('.')[-1] in _NO_DECAY_NAMES
+    return (param.ndim <= 1 or name.endswith(('.bias',) + _NO_DECAY_HEAD_EMBEDDINGS)
+            or name.split('.')[-1] in _NO_DECAY_NAMES)
 
 
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()

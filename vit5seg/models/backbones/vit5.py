@@ -88,6 +88,8 @@ class ViT5(BaseModule):
         with_cp: activation checkpointing of every block during training.
         frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks
             (``-1``: nothing frozen).
+        pretrained: a checkpoint path, as mmseg's ``model.pretrained`` passes it; the
+            same as ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
         init_cfg: ``dict(type='Pretrained', checkpoint=PATH)`` loads an authors' ViT-5,
             a DeiT-III (Facebook or timm layout) or a converted file through
             :func:`vit5seg.models.checkpoint.load_pretrained`; optional keys
@@ -127,7 +129,13 @@ class ViT5(BaseModule):
                  interpolate_mode: str = 'bicubic',
                  with_cp: bool = False,
                  frozen_stages: int = -1,
+                 pretrained: Optional[str] = None,
                  init_cfg: Optional[dict] = None):
+        if pretrained is not None:
+            # mmseg's EncoderDecoder(pretrained=...) hands the path down this way.
+            if init_cfg is not None:
+                raise ValueError('give the checkpoint either as pretrained or in init_cfg, not both')
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
         super().__init__(init_cfg=init_cfg)
         s = resolve_arch(arch, embed_dims=embed_dims, num_layers=num_layers, num_heads=num_heads,
                          norm_type=norm_type, use_rope=use_rope, num_registers=num_registers,

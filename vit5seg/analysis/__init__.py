@@ -1,0 +1,3 @@
+from .complexity import count_gmacs, model_complexity
+
+__all__ = ['count_gmacs', 'model_complexity']

@@ -1,0 +1,56 @@
+"""Parameters and FLOPs of a segmentor config at a given input size.
+
+Counted by PyTorch's ``torch.utils.flop_counter.FlopCounterMode`` and reported as
+multiply-accumulates, the "FLOPs" of mmseg, mmcv and fvcore tables. Two figures:
+``gflops`` with the attention matmuls (QK^T and AV; PyTorch's counter has no formula
+for the CPU fused-attention kernel, so one is registered here) and
+``gflops_no_attn`` without them, the convention of mmcv's module-based counter behind
+published tables (it gives DeiT-III's 1283 GFLOPs for ViT-B UperNet at 512x2048).
+"""
+from typing import Optional, Sequence
+
+import torch
+from mmengine.config import Config
+from mmengine.model.utils import revert_sync_batchnorm
+from mmseg.registry import MODELS
+from mmseg.structures import SegDataSample
+from mmseg.utils import register_all_modules
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+aten = torch.ops.aten
+_SDPA_OPS = [aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_efficient_attention,
+             aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention]
+
+
+def _sdpa_flops(query_shape, key_shape, value_shape, *args, **kwargs):
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _no_flops(*args, **kwargs):
+    return 0
+
+
+def count_gmacs(fn, *args, attention: bool = True) -> float:
+    """Multiply-accumulates (1e9) of ``fn(*args)``: matmuls and convolutions, and the
+    fused attention unless ``attention=False``."""
+    formula = _sdpa_flops if attention else _no_flops
+    with torch.no_grad(), FlopCounterMode(display=False, custom_mapping={op: formula for op in _SDPA_OPS}) as c:
+        fn(*args)
+    return c.get_total_flops() / 2 / 1e9
+
+
+def model_complexity(config, shape: Sequence[int] = (512, 512), cfg_options: Optional[dict] = None) -> dict:
+    """``{'params', 'gflops', 'gflops_no_attn'}`` of the whole segmentor (params with the
+    auxiliary heads; GMACs of one inference of a ``shape`` image, auxiliary heads not run)."""
+    register_all_modules(init_default_scope=True)
+    cfg = config if isinstance(config, Config) else Config.fromfile(str(config))
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    cfg.model.backbone.pop('init_cfg', None)  # shapes only: no checkpoint needed
+    model = revert_sync_batchnorm(MODELS.build(cfg.model)).eval()
+    h, w = shape
+    sample = SegDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w), pad_shape=(h, w)))
+    inputs = torch.zeros(1, 3, h, w)
+    return dict(params=sum(p.numel() for p in model.parameters()),
+                gflops=count_gmacs(model.predict, inputs, [sample]),
+                gflops_no_attn=count_gmacs(model.predict, inputs, [sample], attention=False))
