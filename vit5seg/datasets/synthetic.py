@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 
 # ADE20K ids (1-based, 0 = other): stuff classes fill the background, objects are drawn on top.
-STUFF_IDS = (1, 3, 4, 7)        # wall, floor, tree, road
-OBJECT_IDS = (13, 16, 20, 21)   # person, table, car, chair
+STUFF_IDS = (1, 3, 4, 7)        # wall, sky, floor, road
+OBJECT_IDS = (13, 16, 20, 21)   # person, table, chair, car
 SHAPES = ('circle', 'rectangle', 'triangle', 'ellipse')
 
 

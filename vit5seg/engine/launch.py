@@ -23,6 +23,8 @@ def train_parser() -> argparse.ArgumentParser:
     parser.add_argument('--resume', nargs='?', type=str, const='auto',
                         help='resume from the latest checkpoint in the work dir (no value) or from this path')
     parser.add_argument('--amp', action='store_true', help='automatic mixed precision (GPU)')
+    parser.add_argument('--tensorboard', action='store_true',
+                        help='also log to TensorBoard (WORK_DIR/<timestamp>/vis_data/); scalars.json is always written')
     _common(parser)
     return parser
 
@@ -65,6 +67,10 @@ def train_config(args) -> Config:
                 raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper, the config has {wrapper}')
             cfg.optim_wrapper.type = 'AmpOptimWrapper'
             cfg.optim_wrapper.loss_scale = 'dynamic'
+    if args.tensorboard:
+        backends = cfg.visualizer.setdefault('vis_backends', [dict(type='LocalVisBackend')])
+        if not any(b['type'] == 'TensorboardVisBackend' for b in backends):
+            backends.append(dict(type='TensorboardVisBackend'))
     if args.resume == 'auto':
         cfg.resume, cfg.load_from = True, None
     elif args.resume is not None:

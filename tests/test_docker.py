@@ -1,0 +1,44 @@
+"""Static checks of docker/Dockerfile (CI has no Docker engine to build it)."""
+import re
+import tomllib
+
+from conftest import REPO
+
+DOCKERFILE = (REPO / 'docker' / 'Dockerfile').read_text()
+INSTRUCTIONS = [line.strip() for line in re.sub(r'\\\n', ' ', DOCKERFILE).splitlines()
+                if line.strip() and not line.lstrip().startswith('#')]
+
+
+def _pyproject():
+    return tomllib.loads((REPO / 'pyproject.toml').read_text())['project']
+
+
+def test_versions_come_from_pyproject_only():
+    # the project is installed from pyproject.toml, with no pins of its own in the image
+    assert any(re.search(r"pip install -e '\.\[[a-z0-9,]+\]'", i) for i in INSTRUCTIONS)
+    assert not re.search(r'[A-Za-z0-9_.-]+==[0-9]', DOCKERFILE)
+    extras = re.search(r"pip install -e '\.\[([a-z0-9,]+)\]'", DOCKERFILE).group(1).split(',')
+    assert set(extras) <= set(_pyproject()['optional-dependencies'])
+    for needed in ('pyproject.toml', 'vit5seg', 'configs', 'tools'):
+        assert any(i.startswith('COPY') and needed in i for i in INSTRUCTIONS), needed
+
+
+def test_python_matches_requires_python():
+    assert _pyproject()['requires-python'] == '>=3.11,<3.12'
+    assert 'python3.11 -m venv' in DOCKERFILE and 'python3.11-venv' in DOCKERFILE
+
+
+def test_cuda_runtime_base_non_root_user_demo_command():
+    base = re.search(r'ARG BASE_IMAGE=(\S+)', DOCKERFILE).group(1)
+    assert base.startswith('nvidia/cuda:') and '-runtime-' in base
+    users = [i.split()[1] for i in INSTRUCTIONS if i.startswith('USER ')]
+    assert users and users[-1] not in ('root', '0')
+    cmd = [i for i in INSTRUCTIONS if i.startswith('CMD ')][-1]
+    assert 'vit5seg.demo' in cmd
+    assert INSTRUCTIONS.index([i for i in INSTRUCTIONS if i.startswith('USER ')][-1]) < INSTRUCTIONS.index(cmd)
+
+
+def test_docker_readme_shows_build_run_and_multi_gpu_with_mounted_data():
+    text = (REPO / 'docker' / 'README.md').read_text()
+    assert 'docker build -f docker/Dockerfile' in text and '--gpus all' in text
+    assert 'dist_train.sh' in text and '/home/vit5/data/ade' in text

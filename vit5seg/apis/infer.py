@@ -1,0 +1,220 @@
+"""Segment images, folders, globs and videos; write label maps and colour overlays
+(``tools/infer.py``)."""
+import argparse
+import glob
+import os.path as osp
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple
+
+import cv2
+import numpy as np
+from PIL import Image
+from tqdm import tqdm
+
+IMAGE_EXTS = ('.jpg', '.jpeg', '.png', '.bmp', '.tif', '.tiff', '.webp')
+VIDEO_EXTS = ('.mp4', '.avi', '.mov', '.mkv', '.webm')
+
+
+@dataclass
+class Source:
+    """One input: an image file, or a video whose frames are read one by one."""
+    path: Path
+    is_video: bool = False
+
+
+@dataclass
+class Summary:
+    done: int = 0
+    skipped: List[Tuple[str, str]] = field(default_factory=list)
+
+    def line(self) -> str:
+        return f'summary: {self.done} done, {len(self.skipped)} skipped'
+
+
+def collect_sources(inputs: List[str]) -> Tuple[List[Source], List[Tuple[str, str]]]:
+    """Expand each input (image, folder, glob, video); inputs that match nothing are returned as skipped."""
+    sources, missing = [], []
+    for item in inputs:
+        if any(c in item for c in '*?['):
+            paths = sorted(Path(p) for p in glob.glob(item, recursive=True))
+            found = [p for p in paths if p.suffix.lower() in IMAGE_EXTS + VIDEO_EXTS]
+        elif osp.isdir(item):
+            found = sorted(p for p in Path(item).iterdir() if p.suffix.lower() in IMAGE_EXTS + VIDEO_EXTS)
+        elif osp.isfile(item):
+            found = [Path(item)]
+        else:
+            missing.append((item, 'no such file or folder'))
+            continue
+        if not found:
+            missing.append((item, 'matches no image or video'))
+        sources += [Source(p, p.suffix.lower() in VIDEO_EXTS) for p in found]
+    return sources, missing
+
+
+def count_frames(sources: List[Source]) -> int:
+    total = 0
+    for src in sources:
+        if src.is_video:
+            cap = cv2.VideoCapture(str(src.path))
+            total += max(int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), 0)
+            cap.release()
+        else:
+            total += 1
+    return total
+
+
+def iter_frames(sources: List[Source], summary: Summary) -> Iterator[Tuple[str, np.ndarray]]:
+    """(output name, BGR image) for every readable image and video frame."""
+    used = set()
+    for src in sources:
+        stem = src.path.stem
+        while stem in used:  # same file name in two folders
+            stem = f'{stem}_{len(used)}'
+        used.add(stem)
+        if not src.is_video:
+            img = cv2.imread(str(src.path), cv2.IMREAD_COLOR)  # grey and RGBA become 3-channel BGR
+            if img is None:
+                summary.skipped.append((str(src.path), 'unreadable or corrupt image'))
+                continue
+            yield stem, img
+            continue
+        cap = cv2.VideoCapture(str(src.path))
+        if not cap.isOpened():
+            summary.skipped.append((str(src.path), 'unreadable video'))
+            continue
+        index = 0
+        while True:
+            ok, frame = cap.read()
+            if not ok:
+                break
+            yield f'{stem}_{index:06d}', frame
+            index += 1
+        cap.release()
+        if index == 0:
+            summary.skipped.append((str(src.path), 'video without readable frames'))
+
+
+def colorize(label: np.ndarray, palette: np.ndarray) -> np.ndarray:
+    """BGR colours of a label-id map."""
+    return palette[label][..., ::-1]
+
+
+def overlay(img: np.ndarray, label: np.ndarray, palette: np.ndarray, opacity: float) -> np.ndarray:
+    return (img.astype(np.float32) * (1 - opacity) + colorize(label, palette) * opacity).round().astype(np.uint8)
+
+
+def draw_legend(image: np.ndarray, label: np.ndarray, classes, palette: np.ndarray) -> np.ndarray:
+    """A strip under the image with a swatch and the name of each class present."""
+    present = [int(c) for c in np.unique(label) if c < len(classes)]
+    row_h, swatch = 20, 14
+    per_row = max(1, image.shape[1] // 160)
+    rows = (len(present) + per_row - 1) // per_row
+    strip = np.full((rows * row_h + 4, image.shape[1], 3), 255, np.uint8)
+    for i, c in enumerate(present):
+        x, y = (i % per_row) * 160 + 4, (i // per_row) * row_h + 4
+        cv2.rectangle(strip, (x, y), (x + swatch, y + swatch), tuple(int(v) for v in palette[c][::-1]), -1)
+        cv2.putText(strip, str(classes[c])[:18], (x + swatch + 4, y + swatch - 2), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
+                    (0, 0, 0), 1, cv2.LINE_AA)
+    return np.concatenate([image, strip], axis=0)
+
+
+def save_label_png(path: Path, label: np.ndarray, palette: np.ndarray) -> None:
+    """Label ids as a palette PNG: PIL/mmcv read the ids, image viewers show colours."""
+    img = Image.fromarray(label.astype(np.uint8), mode='P')
+    flat = np.zeros((256, 3), np.uint8)
+    flat[:len(palette)] = palette[:256]
+    img.putpalette(flat.flatten().tolist())
+    img.save(path)
+
+
+def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: Optional[Tuple[int, int]],
+                    scale: Optional[Tuple[int, int]]):
+    """Whole-image or sliding-window inference and the test-time resize."""
+    from mmengine.config import ConfigDict
+    if mode == 'slide':
+        crop = crop or (512, 512)
+        model.test_cfg = ConfigDict(mode='slide', crop_size=tuple(crop),
+                                    stride=tuple(stride or (crop[0] * 2 // 3, crop[1] * 2 // 3)))
+    else:
+        model.test_cfg = ConfigDict(mode='whole')
+    if scale is not None:
+        for step in model.cfg.test_pipeline:
+            if step['type'] == 'Resize':
+                step['scale'] = tuple(scale)
+    model.cfg.test_pipeline = [s for s in model.cfg.test_pipeline if s['type'] != 'LoadAnnotations']
+    return model
+
+
+def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacity: float = 0.5,
+                  side_by_side: bool = False, legend: bool = False, progress: bool = True) -> Summary:
+    from mmseg.apis import inference_model
+    from mmseg.datasets import ADE20KDataset
+
+    out_dir = Path(out_dir)
+    (out_dir / 'masks').mkdir(parents=True, exist_ok=True)
+    (out_dir / 'overlays').mkdir(parents=True, exist_ok=True)
+    meta = getattr(model, 'dataset_meta', None) or ADE20KDataset.METAINFO
+    classes, palette = meta['classes'], np.asarray(meta['palette'], np.uint8)
+    summary = Summary()
+    sources, missing = collect_sources(inputs)
+    summary.skipped += missing
+    bar = tqdm(total=count_frames(sources), unit='img', disable=not progress, dynamic_ncols=True)
+
+    def flush(batch):
+        results = inference_model(model, [img for _, img in batch])
+        for (name, img), result in zip(batch, results if isinstance(results, list) else [results]):
+            label = result.pred_sem_seg.data[0].cpu().numpy().astype(np.uint8)
+            save_label_png(out_dir / 'masks' / f'{name}.png', label, palette)
+            view = overlay(img, label, palette, opacity)
+            if side_by_side:
+                view = np.concatenate([img, view], axis=1)
+            if legend:
+                view = draw_legend(view, label, classes, palette)
+            cv2.imwrite(str(out_dir / 'overlays' / f'{name}.jpg'), view)
+            summary.done += 1
+        bar.update(len(batch))
+
+    batch = []
+    for name, img in iter_frames(sources, summary):
+        batch.append((name, img))
+        if len(batch) == batch_size:
+            flush(batch)
+            batch = []
+    if batch:
+        flush(batch)
+    bar.close()
+    return summary
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description='Segment images, folders, globs or videos with a trained config.')
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('inputs', nargs='+', help='images, folders, glob patterns (quoted) or videos')
+    parser.add_argument('--out-dir', required=True, help='writes OUT_DIR/masks/<name>.png and OUT_DIR/overlays/<name>.jpg')
+    parser.add_argument('--device', default=None, help='e.g. cuda:0 or cpu (default: cuda:0 if available)')
+    parser.add_argument('--batch-size', type=int, default=1, help='images per forward pass')
+    parser.add_argument('--mode', choices=['whole', 'slide'], default='whole', help='whole image or sliding window')
+    parser.add_argument('--crop', type=int, nargs=2, metavar=('H', 'W'), help='sliding-window crop (default 512 512)')
+    parser.add_argument('--stride', type=int, nargs=2, metavar=('H', 'W'), help='sliding-window stride (default 2/3 crop)')
+    parser.add_argument('--scale', type=int, nargs=2, metavar=('LONG', 'SHORT'),
+                        help="test-time resize, as the config's Resize scale (e.g. 2048 512)")
+    parser.add_argument('--opacity', type=float, default=0.5, help='overlay opacity in [0, 1] (default 0.5)')
+    parser.add_argument('--side-by-side', action='store_true', help='input and overlay next to each other')
+    parser.add_argument('--legend', action='store_true', help='add a legend of the classes present')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    args = parser.parse_args(argv)
+    if not 0 <= args.opacity <= 1:
+        parser.error(f'--opacity must be in [0, 1], got {args.opacity}')
+    if args.batch_size < 1:
+        parser.error(f'--batch-size must be >= 1, got {args.batch_size}')
+    from .inference import init_model
+    model = configure_model(init_model(args.config, args.checkpoint, device=args.device), args.mode, args.crop,
+                            args.stride, args.scale)
+    summary = run_inference(model, args.inputs, args.out_dir, args.batch_size, args.opacity, args.side_by_side,
+                            args.legend, progress=not args.no_progress)
+    for path, why in summary.skipped:
+        print(f'skipped {path}: {why}')
+    print(f'{summary.line()} -> {args.out_dir}')
+    return summary
