@@ -6,7 +6,7 @@ from reference_vit5 import reference_freqs, reference_rotate
 
 from conftest import TINY
 from vit5seg.models import ViT5
-from vit5seg.models.layers import RMSNorm, SequenceRope
+from vit5seg.models.layers import RMSNorm, SequenceRope, apply_rope
 
 
 def tiny(**kw):
@@ -66,10 +66,9 @@ def test_rope_matches_hand_computed_rotation_per_axis():
     rope = SequenceRope(head_dim, theta=10000., ref_grid=(ref, ref), num_registers=4, register_theta=100.)
     table = rope(grid, torch.device('cpu'), torch.float32)
     n = grid[0] * grid[1]
-    assert table.shape == (1 + n + 4, 2 * head_dim)
+    assert table.shape == (1 + n + 4, head_dim // 2) and table.is_complex()
     q = torch.randn(1, 1, 1 + n + 4, head_dim)
-    from timm.layers.pos_embed_sincos import apply_rot_embed_cat
-    out = apply_rot_embed_cat(q, table)
+    out = apply_rope(q, table)
     assert torch.equal(out[..., 0, :], q[..., 0, :])  # cls is not rotated
     patches = reference_rotate(q[..., 1:1 + n, :], *grid, ref, ref, reference_freqs(head_dim, 10000.))
     regs = reference_rotate(q[..., 1 + n:, :], 2, 2, 2, 2, reference_freqs(head_dim, 100.))
@@ -83,6 +82,27 @@ def test_rope_matches_hand_computed_rotation_per_axis():
     assert torch.allclose(out[0, 0, tok, 0], a * torch.cos(torch.tensor(t_row)) - b * torch.sin(torch.tensor(t_row)))
     c, d = q[0, 0, tok, 8], q[0, 0, tok, 9]
     assert torch.allclose(out[0, 0, tok, 9], d * torch.cos(torch.tensor(t_col)) + c * torch.sin(torch.tensor(t_col)))
+
+
+def test_complex_rope_equals_timms_rotation():
+    from timm.layers.pos_embed_sincos import apply_rot_embed_cat
+    rope = SequenceRope(32, ref_grid=(14, 14), num_registers=4)
+    sincos = rope._build((5, 7), torch.device('cpu'))
+    q = torch.randn(2, 3, 1 + 35 + 4, 32)
+    assert torch.allclose(apply_rope(q, rope((5, 7), torch.device('cpu'), torch.float32)),
+                          apply_rot_embed_cat(q, sincos), atol=1e-6)
+
+
+def test_rmsnorm_follows_the_spec_formula_and_dtype_order():
+    norm = RMSNorm(16)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    x = torch.randn(4, 16) * 3
+    spec = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * norm.weight
+    assert torch.allclose(norm(x), spec, atol=1e-6)
+    xb = x.bfloat16()  # low precision: normalised in float32, cast, then scaled
+    expected = (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + 1e-6)).bfloat16() * norm.weight
+    assert torch.equal(norm(xb), expected)
 
 
 def test_rope_integer_positions_option():
@@ -135,7 +155,7 @@ def test_each_switch_changes_the_parameter_set():
     assert tiny(register_rope=False).rope.register_grid is None
     # registers without their own RoPE are left unrotated: identity rows in the table
     table = tiny(register_rope=False).rope((2, 2), torch.device('cpu'), torch.float32)
-    assert torch.equal(table[-4:, :16], torch.zeros(4, 16)) and torch.equal(table[-4:, 16:], torch.ones(4, 16))
+    assert torch.equal(table[-4:], torch.ones(4, 8, dtype=torch.complex64))
 
 
 def test_deit3_is_a_preset_of_the_same_class():

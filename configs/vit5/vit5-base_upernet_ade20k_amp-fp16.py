@@ -1,0 +1,3 @@
+# Mixed precision in float16 (GPU) with dynamic loss scaling, as tools/train.py --amp.
+_base_ = ['../vit5_upernet_ade20k.py']
+optim_wrapper = dict(type='AmpOptimWrapper', dtype='float16', loss_scale='dynamic')

@@ -1,0 +1,297 @@
+"""Speed and memory of the ViT5 backbone against its peers, measured in one process.
+
+Timings are interleaved (A, B, C, A, B, C, ...) after warm-up, so drift of the machine
+hits every model alike; min and median of the repeats are kept and the ratios use the
+medians. Peers at the same width, depth and heads: mmseg's ``VisionTransformer``, timm's
+DeiT-III and RoPE ViT (``forward_intermediates``), and the straightforward ViT-5 path of
+:func:`reference_forward`.
+"""
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List
+
+import torch
+import torch.nn.functional as F
+from timm.layers.pos_embed_sincos import apply_rot_embed_cat
+
+from .models.backbones.vit5 import ViT5, resolve_arch
+from .models.convert import parse_arch
+
+# issue #7's targets, for vit5-small at 512x512, batch 2, CPU
+TARGETS = {'ratio_vs_timm_rope_vit': ('<=', 1.05), 'deit3_ratio_vs_timm_deit3': ('<=', 1.03),
+           'ratio_vs_mmseg_vit': ('<=', 0.65), 'speedup_vs_reference': ('>=', 1.7),
+           'with_cp_memory_ratio': ('<=', 0.60), 'with_cp_time_ratio': ('<=', 1.4)}
+
+
+def reference_forward(model: ViT5, x: torch.Tensor):
+    """ViT-5 written the straightforward way: RoPE sines rebuilt and concatenated for the
+    token sequence in every block, explicit softmax attention. Same weights and outputs
+    as ``model(x)``; kept as the naive peer of the benchmark."""
+    B = x.shape[0]
+    x = model.patch_embed(x)
+    h, w = x.shape[1:3]
+    x = x.flatten(1, 2) + model.resized_pos_embed((h, w))
+    parts = [model.cls_token.expand(B, -1, -1), x] + ([model.reg_token.expand(B, -1, -1)]
+                                                      if model.reg_token is not None else [])
+    x = torch.cat(parts, dim=1)
+    outs = []
+    for i, blk in enumerate(model.blocks):
+        rope = model.rope._build((h, w), x.device).to(x.dtype) if model.rope is not None else None
+        attn = blk.attn
+        N, C = x.shape[1:]
+        q, k, v = attn.qkv(blk.norm1(x)).reshape(B, N, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
+        q, k = attn.q_norm(q), attn.k_norm(k)
+        if rope is not None:
+            q, k = apply_rot_embed_cat(q, rope), apply_rot_embed_cat(k, rope)
+        weights = ((q @ k.transpose(-2, -1)) * attn.head_dim ** -0.5).softmax(-1)
+        y = attn.proj((weights @ v).transpose(1, 2).reshape(B, N, C))
+        x = x + blk._scale(y, blk.gamma_1)
+        x = x + blk._scale(blk.mlp(blk.norm2(x)), blk.gamma_2)
+        if i == model.num_layers - 1 and model.final_norm:
+            x = model.norm(x)
+        if i in model.out_indices:
+            outs.append(x[:, 1:1 + h * w].reshape(B, h, w, C).permute(0, 3, 1, 2))
+    return tuple(outs)
+
+
+def _taps(num_layers: int):
+    return tuple(sorted({num_layers // 4 - 1, num_layers // 2 - 1, 3 * num_layers // 4 - 1, num_layers - 1}))
+
+
+def build_peers(arch, crop: int, device) -> Dict[str, Callable]:
+    """name -> a function that runs one forward of that model on an image batch."""
+    import timm
+    from mmseg.models.backbones import VisionTransformer
+
+    s = resolve_arch(arch)
+    C, L, H = s['embed_dims'], s['num_layers'], s['num_heads']
+    taps = _taps(L)
+    ours = ViT5(arch=arch, out_indices=taps).to(device)
+    ours_cp = ViT5(arch=arch, out_indices=taps, with_cp=True).to(device)
+    ours_cp.load_state_dict(ours.state_dict())
+    deit3 = ViT5(arch=dict(resolve_arch('deit3-small'), embed_dims=C, num_layers=L, num_heads=H),
+                 out_indices=taps).to(device)
+    mmseg_vit = VisionTransformer(img_size=(crop, crop), embed_dims=C, num_layers=L, num_heads=H, out_indices=taps,
+                                  qkv_bias=True, final_norm=True, with_cls_token=True).to(device)
+    size = dict(embed_dim=C, depth=L, num_heads=H, img_size=crop, dynamic_img_size=True)
+    timm_deit3 = timm.create_model('deit3_small_patch16_224', pretrained=False, **size).to(device)
+    timm_rope = timm.create_model('vit_small_patch16_rope_224', pretrained=False, **size).to(device)
+    modules = dict(ours=ours, ours_with_cp=ours_cp, reference=ours, deit3=deit3, mmseg_vit=mmseg_vit,
+                   timm_deit3=timm_deit3, timm_rope_vit=timm_rope)
+    fns = dict(ours=ours, ours_with_cp=ours_cp, reference=lambda x: reference_forward(ours, x), deit3=deit3,
+               mmseg_vit=mmseg_vit,
+               timm_deit3=lambda x: timm_deit3.forward_intermediates(x, indices=list(taps), intermediates_only=True),
+               timm_rope_vit=lambda x: timm_rope.forward_intermediates(x, indices=list(taps), intermediates_only=True))
+    for m in modules.values():
+        m.train()
+    return {name: (fns[name], modules[name]) for name in fns}
+
+
+def _sync(device):
+    if torch.device(device).type == 'cuda':
+        torch.cuda.synchronize()
+
+
+def time_interleaved(steps: Dict[str, Callable[[], None]], device, warmup: int = 1,
+                     repeats: int = 5) -> Dict[str, List[float]]:
+    times = {name: [] for name in steps}
+    for r in range(warmup + repeats):
+        for name, step in steps.items():
+            _sync(device)
+            start = time.perf_counter()
+            step()
+            _sync(device)
+            if r >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def fwd_bwd_step(fn, module, x, amp_dtype=None):
+    def step():
+        module.zero_grad(set_to_none=True)
+        with torch.autocast(x.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            outs = fn(x)
+            loss = sum(o.float().pow(2).mean() for o in outs)
+        loss.backward()
+    return step
+
+
+def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> float:
+    """Extra peak memory of one backbone training step: CUDA max allocated, or on CPU the
+    growth of peak RSS in a fresh subprocess."""
+    if torch.device(device).type == 'cuda':
+        model = ViT5(arch=arch, out_indices=_taps(resolve_arch(arch)['num_layers']), with_cp=with_cp).to(device)
+        x = torch.randn(batch, 3, crop, crop, device=device)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fwd_bwd_step(model, model, x)()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+    code = ('import sys, json; from vit5seg.benchmark import _cpu_memory_probe; '
+            f'print(json.dumps(_cpu_memory_probe({arch!r}, {crop}, {batch}, {with_cp})))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _peak_rss_mb() -> float:
+    # VmHWM belongs to this process image; ru_maxrss would carry the parent's peak
+    # across fork + exec, hiding the growth of a small probe after a big benchmark.
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith('VmHWM:'):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _cpu_memory_probe(arch, crop, batch, with_cp) -> float:
+    model = ViT5(arch=arch, out_indices=_taps(resolve_arch(arch)['num_layers']), with_cp=with_cp).train()
+    x = torch.randn(batch, 3, crop, crop)
+    with torch.no_grad():
+        model(x[:1, :, :16, :16])  # allocator and kernels warmed outside the measurement
+    before = _peak_rss_mb()
+    fwd_bwd_step(model, model, x)()
+    return _peak_rss_mb() - before
+
+
+def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, repeats=5, amp=None,
+                  segmentor=False, compile=False, memory=True) -> dict:
+    torch.manual_seed(0)
+    peers = build_peers(arch, crop, device)
+    x = torch.randn(batch, 3, crop, crop, device=device)
+    amp_dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16, None: None}[amp]
+    steps = {name: fwd_bwd_step(fn, module, x, amp_dtype) for name, (fn, module) in peers.items()}
+    if compile:
+        ours_fn, ours_mod = peers['ours']
+        steps['ours_compiled'] = fwd_bwd_step(torch.compile(ours_mod), ours_mod, x, amp_dtype)
+    times = time_interleaved(steps, device, warmup, repeats)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    with torch.no_grad():
+        fwd_times = time_interleaved({'ours': lambda: peers['ours'][0](x)}, device, warmup, repeats)['ours']
+    result = dict(
+        arch=str(arch), crop=crop, batch=batch, device=str(device), torch_version=torch.__version__,
+        cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads(), amp=amp,
+        repeats=repeats, fwd_s=statistics.median(fwd_times),
+        fwd_bwd_s=med['ours'], fwd_bwd_min_s=min(times['ours']),
+        mmseg_vit_fwd_bwd_s=med['mmseg_vit'], timm_rope_vit_fwd_bwd_s=med['timm_rope_vit'],
+        timm_deit3_fwd_bwd_s=med['timm_deit3'], deit3_fwd_bwd_s=med['deit3'],
+        reference_fwd_bwd_s=med['reference'], with_cp_fwd_bwd_s=med['ours_with_cp'],
+        ratio_vs_mmseg_vit=med['ours'] / med['mmseg_vit'],
+        ratio_vs_timm_rope_vit=med['ours'] / med['timm_rope_vit'],
+        deit3_ratio_vs_timm_deit3=med['deit3'] / med['timm_deit3'],
+        speedup_vs_reference=med['reference'] / med['ours'],
+        with_cp_time_ratio=med['ours_with_cp'] / med['ours'],
+        rope_table_builds=peers['ours'][1].rope.num_builds if peers['ours'][1].rope is not None else 0,
+        all_times=times)
+    if compile:
+        result['compiled_ratio'] = med['ours_compiled'] / med['ours']
+    if memory:
+        plain, cp = (peak_memory_mb(arch, crop, batch, flag, device) for flag in (False, True))
+        # tiny models can stay inside pages the process already had: no growth to compare
+        result.update(peak_mb=plain, with_cp_peak_mb=cp, with_cp_memory_ratio=cp / plain if plain > 0 else None)
+    if segmentor:
+        result.update(segmentor_timings(arch, crop, batch, device, warmup, repeats))
+    return result
+
+
+def segmentor_timings(arch, crop, batch, device, warmup, repeats) -> dict:
+    """The entry config's UperNet with this backbone: one train step, and sliding-window
+    inference of one 2048x512 image."""
+    from mmengine.config import Config, ConfigDict
+    from mmengine.model.utils import revert_sync_batchnorm
+    from mmengine.structures import PixelData
+    from mmseg.registry import MODELS
+    from mmseg.structures import SegDataSample
+    from mmseg.utils import register_all_modules
+
+    from .demo import REPO_CONFIGS
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(str(REPO_CONFIGS / 'vit5_upernet_ade20k.py'))
+    width, depth = resolve_arch(arch)['embed_dims'], resolve_arch(arch)['num_layers']
+    cfg.model.backbone.update(arch=arch, out_indices=_taps(depth), init_cfg=None)
+    cfg.model.neck.embed_dim = cfg.model.auxiliary_head.in_channels = width
+    cfg.model.decode_head.in_channels = [width] * 4
+    model = revert_sync_batchnorm(MODELS.build(cfg.model)).to(device)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    inputs = torch.randn(batch, 3, crop, crop, device=device)
+    samples = []
+    for _ in range(batch):
+        s = SegDataSample(metainfo=dict(img_shape=(crop, crop), ori_shape=(crop, crop), pad_shape=(crop, crop)))
+        s.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, crop, crop), device=device))
+        samples.append(s)
+
+    def train_step():
+        model.train()
+        losses = model(inputs, samples, mode='loss')
+        optim.zero_grad()
+        sum(v for k, v in losses.items() if 'loss' in k).backward()
+        optim.step()
+
+    big = torch.randn(1, 3, 512, 2048, device=device)
+    meta = [SegDataSample(metainfo=dict(img_shape=(512, 2048), ori_shape=(512, 2048), pad_shape=(512, 2048)))]
+
+    def slide():
+        model.eval()
+        # the protocol's window, whatever the training crop of the benchmark
+        model.test_cfg = ConfigDict(mode='slide', crop_size=(512, 512), stride=(341, 341))
+        with torch.no_grad():
+            model.predict(big, meta)
+
+    times = time_interleaved({'train': train_step, 'slide': slide}, device, warmup, repeats)
+    return dict(segmentor_train_step_s=statistics.median(times['train']),
+                slide_inference_2048x512_s=statistics.median(times['slide']))
+
+
+def markdown(result: dict) -> str:
+    rows = ['| measure | value | target |', '|---|---|---|']
+    for key in ('fwd_bwd_s', 'mmseg_vit_fwd_bwd_s', 'timm_rope_vit_fwd_bwd_s', 'timm_deit3_fwd_bwd_s',
+                'deit3_fwd_bwd_s', 'reference_fwd_bwd_s', 'with_cp_fwd_bwd_s', 'ratio_vs_mmseg_vit',
+                'ratio_vs_timm_rope_vit', 'deit3_ratio_vs_timm_deit3', 'speedup_vs_reference',
+                'with_cp_time_ratio', 'peak_mb', 'with_cp_peak_mb', 'with_cp_memory_ratio', 'compiled_ratio',
+                'segmentor_train_step_s', 'slide_inference_2048x512_s'):
+        if result.get(key) is not None:
+            op, bound = TARGETS.get(key, (None, None))
+            verdict = ''
+            if op:
+                ok = result[key] <= bound if op == '<=' else result[key] >= bound
+                verdict = f'{op} {bound} {"met" if ok else "NOT met"}'
+            rows.append(f'| {key} | {result[key]:.3f} | {verdict} |')
+    return '\n'.join(rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--arch', type=parse_arch, default='vit5-small', help='preset or dict literal')
+    parser.add_argument('--crop', type=int, default=512)
+    parser.add_argument('--batch', type=int, default=2)
+    parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    parser.add_argument('--warmup', type=int, default=1)
+    parser.add_argument('--repeats', type=int, default=5)
+    parser.add_argument('--amp', choices=['bf16', 'fp16'], default=None, help='autocast dtype (GPU)')
+    parser.add_argument('--segmentor', action='store_true', help='also time the UperNet train step and slide inference')
+    parser.add_argument('--compile', action='store_true', help='also time torch.compile of our backbone')
+    parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurement')
+    parser.add_argument('--json', help='write all figures to this file')
+    args = parser.parse_args(argv)
+    result = run_benchmark(args.arch, args.crop, args.batch, args.device, args.warmup, args.repeats, args.amp,
+                           args.segmentor, args.compile, not args.no_memory)
+    print(f'arch={result["arch"]} crop={args.crop} batch={args.batch} device={result["device"]} '
+          f'torch={result["torch_version"]} threads={result["threads"]} repeats={args.repeats}')
+    print(markdown(result))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+if __name__ == '__main__':
+    main()
