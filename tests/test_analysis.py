@@ -40,3 +40,15 @@ def test_get_flops_cli(tmp_path):
     assert 'input shape: 64x64' in out.stdout
     params = float(out.stdout.split('params: ')[1].split()[0])
     assert params == pytest.approx(model_complexity(TINY, (64, 64))['params'] / 1e6, abs=0.01)
+
+
+def test_print_config_resolves_bases_and_options(tmp_path):
+    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'print_config.py'),
+                          str(REPO / 'configs' / 'deit3_upernet_ade20k.py'), '--cfg-options',
+                          'train_dataloader.batch_size=4', '--save', str(tmp_path / 'resolved.py')],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "arch='deit3-base'" in out.stdout and "type='UPerHead'" in out.stdout
+    from mmengine.config import Config
+    saved = Config.fromfile(str(tmp_path / 'resolved.py'))
+    assert saved.train_dataloader.batch_size == 4 and saved.model.backbone.arch == 'deit3-base'
