@@ -10,7 +10,7 @@ import torch
 from reference_vit5 import RefViT5
 from safetensors.torch import save_file
 
-from conftest import REPO, TINY
+from conftest import REPO
 from vit5seg.models import ViT5
 from vit5seg.models.checkpoint import CheckpointError, convert_checkpoint, detect_layout, load_pretrained
 

@@ -1,6 +1,5 @@
 """Layer-wise lr decay and weight-decay exclusions on a real ViT5 segmentor."""
 import pytest
-import torch
 from mmengine.config import Config
 from mmengine.model.utils import revert_sync_batchnorm
 from mmseg.registry import MODELS

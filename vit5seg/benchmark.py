@@ -17,7 +17,6 @@ import time
 from typing import Callable, Dict, List
 
 import torch
-import torch.nn.functional as F
 from timm.layers.pos_embed_sincos import apply_rot_embed_cat
 
 from .models.backbones.vit5 import ViT5, resolve_arch

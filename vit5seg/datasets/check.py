@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import cv2
-import numpy as np
 
 SPLITS = ('training', 'validation')
 EXPECTED = {'training': 20210, 'validation': 2000}  # the official ADEChallengeData2016 counts
