@@ -74,7 +74,7 @@ def test_tiny_config_inherits_the_real_pipeline():
     cfg = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'))
     assert cfg.train_dataloader.dataset.data_root == 'data/synthetic_ade20k/ADEChallengeData2016'
     assert [t['type'] for t in cfg.train_pipeline] == [
-        'LoadImageFromFile', 'LoadAnnotations', 'RandomResize', 'RandomCrop', 'RandomFlip',
-        'PhotoMetricDistortion', 'PackSegInputs']
+        'CheckedLoading', 'RandomResize', 'RandomCrop', 'RandomFlip', 'PhotoMetricDistortion', 'PackSegInputs']
+    assert [t['type'] for t in cfg.train_pipeline[0]['transforms']] == ['LoadImageFromFile', 'LoadAnnotations']
     assert cfg.optim_wrapper.constructor == 'ViT5OptimWrapperConstructor'
     assert cfg.model.decode_head.type == 'UPerHead' and cfg.model.neck.type == 'Feature2Pyramid'

@@ -7,6 +7,13 @@ vis_backends = [dict(type='LocalVisBackend')]
 # no fixed name: each Runner (train, then test, in one process) gets its own visualizer
 visualizer = dict(type='SegLocalVisualizer', vis_backends=vis_backends)
 log_processor = dict(by_epoch=False)
+# vit5seg.engine.hooks: stop on a NaN/inf loss before it reaches the weights (action='skip'
+# drops such an update instead), keep the RNG state for an exact resume, log skipped samples.
+custom_hooks = [
+    dict(type='NonFiniteLossHook', action='stop'),
+    dict(type='RandomStateHook'),
+    dict(type='SkippedSampleHook'),
+]
 log_level = 'INFO'
 load_from = None
 resume = False

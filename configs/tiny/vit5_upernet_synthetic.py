@@ -14,8 +14,8 @@ model = dict(
     decode_head=dict(in_channels=[width] * 4, channels=32, norm_cfg=norm_cfg),
     auxiliary_head=dict(in_channels=width, channels=16, norm_cfg=norm_cfg))
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='CheckedLoading', num_classes=150, transforms=[
+        dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=True)]),
     dict(type='RandomResize', scale=(160, 128), ratio_range=(0.75, 1.5), keep_ratio=True),
     dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
     dict(type='RandomFlip', prob=0.5),
@@ -26,6 +26,7 @@ test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='Resize', scale=(160, 128), keep_ratio=True),
     dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='CheckSegSample', num_classes=150),
     dict(type='PackSegInputs'),
 ]
 train_dataloader = dict(batch_size=8, num_workers=1, persistent_workers=False,

@@ -1,10 +1,16 @@
 """What ``tools/train.py`` and ``tools/test.py`` do, with mmseg's flags and behaviour."""
 import argparse
+import logging
 import os
 import os.path as osp
+import sys
 from pathlib import Path
 
 from mmengine.config import Config, DictAction
+from mmengine.logging import print_log
+
+from ..datasets.validation import check_data
+from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 
 
 def _common(parser: argparse.ArgumentParser):
@@ -13,6 +19,10 @@ def _common(parser: argparse.ArgumentParser):
                         help='override config values, key=value (e.g. train_dataloader.batch_size=4)')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
                         help='job launcher (pytorch: torchrun; slurm: srun)')
+    parser.add_argument('--allow-unsafe', action='store_true',
+                        help='load checkpoints that need full unpickling (can run code: trusted files only)')
+    parser.add_argument('--skip-data-check', action='store_true',
+                        help='do not check that the dataset folders exist and pair up before starting')
     # torch.distributed.launch passes --local_rank/--local-rank
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
 
@@ -55,6 +65,11 @@ def load_config(args) -> Config:
         cfg.work_dir = osp.join('./work_dirs', Path(args.config).stem)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
+    if args.allow_unsafe:
+        allow_unsafe_loading(True)
+    if cfg.get('randomness', {}).get('deterministic'):
+        # cuBLAS is only deterministic with a fixed workspace; torch raises without it
+        os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
     return cfg
 
 
@@ -72,7 +87,12 @@ def train_config(args) -> Config:
         if not any(b['type'] == 'TensorboardVisBackend' for b in backends):
             backends.append(dict(type='TensorboardVisBackend'))
     if args.resume == 'auto':
-        cfg.resume, cfg.load_from = True, None
+        # the newest checkpoint that is complete, whatever last_checkpoint says
+        latest = latest_complete_checkpoint(cfg.work_dir)
+        if latest is None:
+            print_log(f'--resume: no complete checkpoint in {cfg.work_dir}, starting from scratch',
+                      logger='current', level=logging.WARNING)
+        cfg.resume, cfg.load_from = latest is not None, latest
     elif args.resume is not None:
         if not osp.isfile(args.resume):
             raise FileNotFoundError(f'--resume {args.resume}: no such checkpoint')
@@ -114,7 +134,10 @@ def _runner(cfg):
 
 
 def train(argv=None):
-    cfg = train_config(train_parser().parse_args(argv))
+    args = train_parser().parse_args(argv)
+    cfg = train_config(args)
+    if not args.skip_data_check:
+        check_data(cfg, ('train', 'val') if cfg.get('val_cfg') else ('train',))
     runner = _runner(cfg)
     runner.train()
     return runner
@@ -123,6 +146,38 @@ def train(argv=None):
 def test(argv=None):
     args = test_parser().parse_args(argv)
     cfg = test_config(args)
+    if not args.skip_data_check:
+        check_data(cfg, ('test',))
     runner = _runner(cfg)
     metrics = runner.test()
     return metrics
+
+
+def _known_errors() -> tuple:
+    from ..datasets import DatasetError, SampleError
+    from ..models.checkpoint import CheckpointError
+    from .hooks import NonFiniteLossError
+    return DatasetError, SampleError, CheckpointError, NonFiniteLossError, FileNotFoundError
+
+
+def error_message(e: BaseException) -> str:
+    """The message of ``e``; for an error re-raised from a dataloader worker, the
+    original one line instead of the worker's traceback."""
+    text = str(e).strip()
+    if 'Original Traceback' in text:
+        last = text.splitlines()[-1]
+        text = last.split(f'{type(e).__name__}: ', 1)[-1]
+    return text
+
+
+def run_tool(main, argv=None):
+    """Run ``train``/``test`` as a command: an expected error (bad data, checkpoint,
+    non-finite loss) is one line on stderr and exit status 1, not a traceback.
+    ``VIT5SEG_DEBUG=1`` shows the traceback too."""
+    try:
+        return main(argv)
+    except _known_errors() as e:
+        if os.environ.get('VIT5SEG_DEBUG'):
+            raise
+        print(f'error: {error_message(e)}', file=sys.stderr)
+        sys.exit(1)

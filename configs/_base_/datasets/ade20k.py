@@ -2,9 +2,15 @@
 dataset_type = 'ADE20KDataset'
 data_root = 'data/ade/ADEChallengeData2016'
 crop_size = (512, 512)
+num_classes = 150
+# CheckedLoading / CheckSegSample (vit5seg): a corrupt image or an out-of-range label is
+# one error naming the file. In training, CheckedLoading(skip_corrupt=True) skips and
+# counts such samples instead (the count is logged as skipped_samples).
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='LoadAnnotations', reduce_zero_label=True),  # 0 = "other" -> ignore (255)
+    dict(type='CheckedLoading', num_classes=num_classes, skip_corrupt=False, transforms=[
+        dict(type='LoadImageFromFile'),
+        dict(type='LoadAnnotations', reduce_zero_label=True),  # 0 = "other" -> ignore (255)
+    ]),
     dict(type='RandomResize', scale=(2048, 512), ratio_range=(0.5, 2.0), keep_ratio=True),
     dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
     dict(type='RandomFlip', prob=0.5),
@@ -15,6 +21,7 @@ test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='Resize', scale=(2048, 512), keep_ratio=True),
     dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='CheckSegSample', num_classes=num_classes),
     dict(type='PackSegInputs'),
 ]
 img_ratios = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75]

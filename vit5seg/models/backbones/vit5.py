@@ -266,6 +266,11 @@ class ViT5(BaseModule):
     def embed(self, x: torch.Tensor):
         """Image (B, 3, H, W) -> tokens (B, 1 + h*w + R, C), patch grid (h, w), RoPE table."""
         B = x.shape[0]
+        if min(x.shape[-2:]) < self.patch_size:
+            # padding would make a "grid" of one mostly-empty patch: surely a config slip
+            raise ValueError(f'input {x.shape[-2]}x{x.shape[-1]} is smaller than one {self.patch_size}x'
+                             f'{self.patch_size} patch: crop_size, data_preprocessor size and the test '
+                             f'scale must be at least {self.patch_size}')
         x = self.patch_embed(x)                        # (B, h, w, C), padded to multiples of 16
         h, w = x.shape[1:3]
         x = x.flatten(1, 2) + self.resized_pos_embed((h, w))   # (B, h*w, C)

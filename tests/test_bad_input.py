@@ -1,0 +1,301 @@
+"""Bad input gets one error that says what and where: dataset folders and samples,
+checkpoints through the Runner's loader, atomic checkpoint writes, inputs smaller than a
+patch. (Bad backbone config values and backbone checkpoints: test_backbone.py and
+test_checkpoint.py.)"""
+import copy
+import os
+import re
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+from mmseg.registry import DATASETS
+from mmseg.utils import register_all_modules
+
+from conftest import REPO, TINY
+from vit5seg import ViT5
+from vit5seg.datasets import (DatasetError, SampleError, check_data, check_dataset_config, make_synthetic_ade20k,
+                              skipped_samples)
+from vit5seg.engine import atomic_torch_save, latest_complete_checkpoint
+from vit5seg.engine.checkpoint_io import load_local_checkpoint
+from vit5seg.engine.launch import error_message
+from vit5seg.models.checkpoint import CheckpointError
+
+TINY_CONFIG = REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'
+
+
+@pytest.fixture(scope='module')
+def cfg():
+    register_all_modules(init_default_scope=True)
+    return Config.fromfile(str(TINY_CONFIG))
+
+
+@pytest.fixture
+def root(tmp_path):
+    return make_synthetic_ade20k(tmp_path / 'data', num_train=4, num_val=2, size=64, seed=0)
+
+
+def _dataset_cfg(cfg, root, phase='train'):
+    ds = copy.deepcopy(cfg[f'{phase}_dataloader']['dataset'])
+    ds['data_root'] = str(root)
+    return ds
+
+
+def _first_sample(cfg, root, phase='train', **pipeline_changes):
+    ds_cfg = _dataset_cfg(cfg, root, phase)
+    ds_cfg.update(pipeline_changes)
+    ds_cfg['serialize_data'] = False
+    return DATASETS.build(ds_cfg)[0]
+
+
+def _train_pair(root, i=1):
+    name = f'ADE_train_{i:08d}'
+    return root / 'images' / 'training' / f'{name}.jpg', root / 'annotations' / 'training' / f'{name}.png'
+
+
+# --- folders -------------------------------------------------------------------------
+
+def test_missing_data_root_names_the_config_key(cfg, tmp_path):
+    with pytest.raises(DatasetError, match=r"^train_dataloader.dataset.data_root: '.*nowhere' does not exist .*"
+                                           r"--cfg-options train_dataloader.dataset.data_root=PATH"):
+        check_dataset_config(_dataset_cfg(cfg, tmp_path / 'nowhere'), 'train_dataloader.dataset')
+
+
+def test_missing_split_folder(cfg, root):
+    (root / 'annotations' / 'validation').rename(root / 'annotations' / 'val')
+    with pytest.raises(DatasetError, match=r'^val_dataloader.dataset: folder .*annotations/validation does not exist '
+                                           r"\(val_dataloader.dataset.data_prefix.seg_map_path = 'annotations/"
+                                           r"validation'"):
+        check_data(Config(dict(val_dataloader=dict(dataset=_dataset_cfg(cfg, root, 'val')))), ('val',))
+
+
+def test_images_without_labels(cfg, root):
+    _train_pair(root, 2)[1].unlink()
+    with pytest.raises(DatasetError, match=r'^train_dataloader.dataset: 1 of 4 images in .*images/training have no '
+                                           r'.png label in .*annotations/training: ADE_train_00000002.jpg$'):
+        check_dataset_config(_dataset_cfg(cfg, root), 'train_dataloader.dataset')
+
+
+def test_labels_without_images(cfg, root):
+    _train_pair(root, 3)[0].unlink()
+    with pytest.raises(DatasetError, match=r'1 labels in .*annotations/training have no .jpg image in .*'
+                                           r'\(a mixed-up split\?\): ADE_train_00000003.png$'):
+        check_dataset_config(_dataset_cfg(cfg, root), 'train_dataloader.dataset')
+
+
+def test_empty_split(cfg, root):
+    for path in (root / 'images' / 'training').iterdir():
+        path.unlink()
+    with pytest.raises(DatasetError, match=r'no \*.jpg images in .*images/training: the split is empty'):
+        check_dataset_config(_dataset_cfg(cfg, root), 'train_dataloader.dataset')
+
+
+def test_a_complete_dataset_passes_and_is_counted(cfg, root):
+    assert check_dataset_config(_dataset_cfg(cfg, root), 'x') == 4
+    assert check_dataset_config(_dataset_cfg(cfg, root, 'val'), 'x') == 2
+
+
+# --- samples -------------------------------------------------------------------------
+
+def test_undecodable_image(cfg, root):
+    img, _ = _train_pair(root)
+    img.write_bytes(b'\xff\xd8 this is not a jpeg \xff\xd9')
+    with pytest.raises(SampleError, match=rf'^cannot decode {re.escape(str(img))} / .*ADE_train_00000001.png: '
+                                          r'AssertionError: failed to load image'):
+        _first_sample(cfg, root)
+
+
+def test_truncated_image_is_caught_before_it_decodes_half_grey(cfg, root):
+    img, _ = _train_pair(root)
+    data = img.read_bytes()
+    img.write_bytes(data[:len(data) // 2])
+    assert cv2.imread(str(img)) is not None  # what makes this worth checking: OpenCV decodes it
+    with pytest.raises(SampleError, match=rf'^image {re.escape(str(img))} is truncated \(\d+ bytes, no JPEG EOI'):
+        _first_sample(cfg, root)
+
+
+def test_truncated_label_in_the_val_pipeline(cfg, root):
+    label = root / 'annotations' / 'validation' / 'ADE_val_00000001.png'
+    data = label.read_bytes()
+    label.write_bytes(data[:len(data) - 20])
+    with pytest.raises(SampleError, match=rf'^label {re.escape(str(label))} is truncated \(\d+ bytes, no PNG IEND'):
+        _first_sample(cfg, root, 'val')
+
+
+def test_label_out_of_range_explains_reduce_zero_label(cfg, root):
+    _, label = _train_pair(root)
+    seg = cv2.imread(str(label), cv2.IMREAD_UNCHANGED)
+    seg[0, 0], seg[0, 1] = 151, 200  # 0 and 255 stay legal: both are ignored
+    seg[1, 0], seg[1, 1] = 0, 255
+    cv2.imwrite(str(label), seg)
+    with pytest.raises(SampleError, match=rf'^label {re.escape(str(label))}: file values \[151, 200\] are out of '
+                                          r'range: with reduce_zero_label=True a label file holds 0 \(ignored\) and '
+                                          r'1..150 \(classes 0..149\)$'):
+        _first_sample(cfg, root)
+
+
+def test_label_out_of_range_without_reduce_zero_label(cfg, root):
+    ds_cfg = _dataset_cfg(cfg, root)
+    ds_cfg['reduce_zero_label'] = False
+    ds_cfg['pipeline'][0]['transforms'][1]['reduce_zero_label'] = False
+    ds_cfg['serialize_data'] = False
+    _, label = _train_pair(root)
+    seg = cv2.imread(str(label), cv2.IMREAD_UNCHANGED)
+    seg[0, 0] = 150
+    cv2.imwrite(str(label), seg)
+    with pytest.raises(SampleError, match=r'values \[150\] are out of range: with reduce_zero_label=False a label '
+                                          r'file holds 0..149 and 255 \(ignored\); ADE20K-style files'):
+        DATASETS.build(ds_cfg)[0]
+
+
+def test_image_label_size_mismatch(cfg, root):
+    img, label = _train_pair(root)
+    h, w = cv2.imread(str(img)).shape[:2]
+    cv2.imwrite(str(label), cv2.imread(str(label), cv2.IMREAD_UNCHANGED)[:, :50])
+    with pytest.raises(SampleError, match=rf'^label {re.escape(str(label))} is 50x{h} but its image '
+                                          rf'{re.escape(str(img))} is {w}x{h} \(width x height\)$'):
+        _first_sample(cfg, root)
+
+
+def test_colour_label_map(cfg, root):
+    _, label = _train_pair(root)
+    seg = cv2.imread(str(label), cv2.IMREAD_UNCHANGED)
+    cv2.imwrite(str(label), np.stack([seg] * 3, -1))
+    with pytest.raises(SampleError, match=r'has shape \(\d+, \d+, 3\): expected a single-channel map of class ids'):
+        _first_sample(cfg, root)
+
+
+def test_grayscale_and_rgba_images_load_as_three_channels(cfg, root):
+    img, _ = _train_pair(root)
+    cv2.imwrite(str(img), cv2.cvtColor(cv2.imread(str(img)), cv2.COLOR_BGR2GRAY))
+    assert cv2.imread(str(img), cv2.IMREAD_UNCHANGED).ndim == 2
+    assert _first_sample(cfg, root)['inputs'].shape[0] == 3
+    val_img = root / 'images' / 'validation' / 'ADE_val_00000001.jpg'
+    bgra = cv2.cvtColor(cv2.imread(str(val_img)), cv2.COLOR_BGR2BGRA)
+    assert bgra.shape[2] == 4
+    # an RGBA file under a .jpg name is what a careless export gives; PNG keeps the alpha
+    png = val_img.with_suffix('.png')
+    cv2.imwrite(str(png), bgra)
+    png.rename(val_img)
+    assert cv2.imread(str(val_img), cv2.IMREAD_UNCHANGED).shape[2] == 4
+    assert _first_sample(cfg, root, 'val')['inputs'].shape[0] == 3
+
+
+def test_loading_unchanged_channels_is_refused(cfg, root):
+    img, _ = _train_pair(root)
+    cv2.imwrite(str(img), cv2.cvtColor(cv2.imread(str(img)), cv2.COLOR_BGR2GRAY))
+    ds_cfg = _dataset_cfg(cfg, root)
+    ds_cfg['pipeline'][0]['transforms'][0]['color_type'] = 'unchanged'
+    ds_cfg['serialize_data'] = False
+    with pytest.raises(SampleError, match=rf"^image {re.escape(str(img))} has 1 channel\(s\) after loading, the "
+                                          r"model takes 3: load with LoadImageFromFile color_type='color'"):
+        DATASETS.build(ds_cfg)[0]
+
+
+def test_skip_corrupt_replaces_and_counts(cfg, root):
+    img, _ = _train_pair(root)
+    img.write_bytes(b'garbage')
+    ds_cfg = _dataset_cfg(cfg, root)
+    ds_cfg['pipeline'][0]['skip_corrupt'] = True
+    ds_cfg['serialize_data'] = False
+    dataset = DATASETS.build(ds_cfg)
+    sample = dataset[0]  # index 0 is the broken one: mmengine refetches another
+    assert not sample['data_samples'].img_path.endswith('ADE_train_00000001.jpg')
+    assert skipped_samples(dataset) == 1
+
+
+def test_worker_error_message_is_the_original_line():
+    from torch.utils.data._utils import ExceptionWrapper
+    try:
+        raise SampleError('label x.png: file values [200] are out of range')
+    except SampleError:
+        wrapped = ExceptionWrapper(where='in DataLoader worker process 0')
+    try:
+        wrapped.reraise()
+    except SampleError as e:
+        assert 'Original Traceback' in str(e)
+        assert error_message(e) == 'label x.png: file values [200] are out of range'
+
+
+def test_input_smaller_than_a_patch():
+    model = ViT5(arch='vit5-small', img_size=32, **TINY)
+    with pytest.raises(ValueError, match=r'^input 8x40 is smaller than one 16x16 patch: crop_size'):
+        model(torch.zeros(1, 3, 8, 40))
+
+
+# --- checkpoints through the Runner's loader ---------------------------------------------
+
+class _Exploit:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f'touch {self.marker}',))
+
+
+def test_runner_loader_refuses_code_and_truncation(tmp_path):
+    from mmengine.runner.checkpoint import CheckpointLoader
+    evil = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {}, 'meta': _Exploit(tmp_path / 'pwned')}, evil)
+    with pytest.raises(CheckpointError, match=r'refusing to load .*evil.pth: it needs unsafe unpickling'):
+        CheckpointLoader.load_checkpoint(str(evil))
+    assert not (tmp_path / 'pwned').exists()
+    good = tmp_path / 'good.pth'
+    torch.save({'state_dict': {'w': torch.ones(3)}}, good)
+    assert torch.equal(load_local_checkpoint(str(good))['state_dict']['w'], torch.ones(3))
+    cut = tmp_path / 'cut.pth'
+    cut.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match=r'cannot read .*cut.pth: truncated or not a PyTorch checkpoint'):
+        CheckpointLoader.load_checkpoint(str(cut))
+
+
+def test_unsafe_opt_in_warns(tmp_path, monkeypatch):
+    from vit5seg.engine import checkpoint_io
+    monkeypatch.setattr(checkpoint_io, '_allow_unsafe', False)
+    path = tmp_path / 'pickled.pth'
+    torch.save({'state_dict': {}, 'meta': _Exploit(tmp_path / 'ran')}, path)
+    with pytest.warns(UserWarning, match='unsafe checkpoint loading is on'):
+        checkpoint_io.allow_unsafe_loading(True)
+    with pytest.warns(UserWarning, match='full unpickling'):
+        load_local_checkpoint(str(path))
+    assert (tmp_path / 'ran').exists()  # it really was unpickled in full
+
+
+# --- atomic writes ---------------------------------------------------------------------
+
+def test_a_save_killed_midway_leaves_the_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / 'iter_10.pth'
+    atomic_torch_save({'w': torch.ones(2)}, str(path))
+
+    def dies_halfway(obj, f):
+        f.write(b'PK\x03\x04 half a checkpoint')
+        raise KeyboardInterrupt  # what SIGTERM / Ctrl-C mid-save looks like
+    monkeypatch.setattr(torch, 'save', dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_torch_save({'w': torch.zeros(2)}, str(path))
+    monkeypatch.undo()
+    assert torch.equal(torch.load(path, weights_only=True)['w'], torch.ones(2))
+    assert os.listdir(tmp_path) == ['iter_10.pth']  # no temporary left behind
+
+
+def test_runner_saves_go_through_the_atomic_writer(tmp_path, monkeypatch):
+    import mmengine.runner.runner as runner_mod  # Runner.save_checkpoint calls this name
+    renames = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, 'replace', lambda src, dst: (renames.append((src, dst)), real_replace(src, dst)))
+    target = str(tmp_path / 'iter_4.pth')
+    runner_mod.save_checkpoint({'meta': {'iter': 4}}, target)
+    assert renames == [(f'{target}.tmp', target)]
+    assert torch.load(target, weights_only=True) == {'meta': {'iter': 4}}
+
+
+def test_resume_picks_the_newest_complete_checkpoint(tmp_path):
+    for it in (10, 20):
+        torch.save({'meta': {'iter': it}}, tmp_path / f'iter_{it}.pth')
+    (tmp_path / 'iter_30.pth').write_bytes((tmp_path / 'iter_20.pth').read_bytes()[:50])  # an older, cut save
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'iter_30.pth'))
+    with pytest.warns(UserWarning, match=r'not resuming from .*iter_30.pth: truncated'):
+        assert latest_complete_checkpoint(str(tmp_path)) == str(tmp_path / 'iter_20.pth')
+    assert latest_complete_checkpoint(str(tmp_path / 'none')) is None

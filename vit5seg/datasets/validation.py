@@ -1,0 +1,91 @@
+"""Check a config's dataset folders before the Runner is built.
+
+mmseg lists the image folder and derives each label path without looking, so a wrong
+``data_root`` builds an empty dataset (the error comes from the sampler, about length
+0), and an image without a label fails mid-epoch. These checks only list folders.
+"""
+import inspect
+import os.path as osp
+from typing import Optional
+
+from mmengine.fileio import list_dir_or_file
+
+
+class DatasetError(ValueError):
+    """A dataset in the config whose folders are missing, empty or do not pair up."""
+
+
+def _default(cls, name: str):
+    for klass in cls.__mro__:
+        param = inspect.signature(klass.__init__).parameters.get(name)
+        if param is not None and param.default is not inspect.Parameter.empty:
+            return param.default
+    return None
+
+
+def _listing(folder: str, suffix: str) -> dict:
+    return {name[:-len(suffix)]: name
+            for name in list_dir_or_file(folder, list_dir=False, suffix=suffix, recursive=True)}
+
+
+def _show(names, limit: int = 3) -> str:
+    names = sorted(names)
+    return ', '.join(names[:limit]) + (f' and {len(names) - limit} more' if len(names) > limit else '')
+
+
+def check_dataset_config(dataset_cfg: dict, where: str) -> Optional[int]:
+    """Raise :class:`DatasetError` for a missing/empty/unpaired split; return its size.
+
+    ``where`` is the config path of ``dataset_cfg`` (``train_dataloader.dataset``), used
+    in the messages. Wrappers (``ConcatDataset``, ``RepeatDataset``) are followed;
+    datasets that are not mmseg folder datasets, and remote roots, are not checked.
+    """
+    from mmseg.datasets import BaseSegDataset
+    from mmseg.registry import DATASETS
+
+    if 'datasets' in dataset_cfg:
+        return sum(check_dataset_config(d, f'{where}.datasets[{i}]') or 0
+                   for i, d in enumerate(dataset_cfg['datasets']))
+    if 'dataset' in dataset_cfg:
+        return check_dataset_config(dataset_cfg['dataset'], f'{where}.dataset')
+    cls = DATASETS.get(dataset_cfg.get('type'))
+    if cls is None or not (inspect.isclass(cls) and issubclass(cls, BaseSegDataset)):
+        return None
+    data_root = dataset_cfg.get('data_root') or ''
+    if '://' in data_root:
+        return None
+    if data_root and not osp.isdir(data_root):
+        raise DatasetError(f'{where}.data_root: {data_root!r} does not exist (relative paths are from '
+                           f'{osp.abspath(".")}); set data_root in the config or with '
+                           f'--cfg-options {where}.data_root=PATH')
+    prefix = dataset_cfg.get('data_prefix') or {}
+    img_dir = osp.join(data_root, prefix.get('img_path', ''))
+    seg_dir = osp.join(data_root, prefix.get('seg_map_path', ''))
+    for folder, key in ((img_dir, 'img_path'), (seg_dir, 'seg_map_path')):
+        if not osp.isdir(folder):
+            raise DatasetError(f'{where}: folder {folder} does not exist ({where}.data_prefix.{key} = '
+                               f'{prefix.get(key)!r} under data_root {data_root!r})')
+    if dataset_cfg.get('ann_file'):
+        return None  # names come from the list file; mmseg reads it and fails on a missing one itself
+    img_suffix = dataset_cfg.get('img_suffix', _default(cls, 'img_suffix'))
+    seg_suffix = dataset_cfg.get('seg_map_suffix', _default(cls, 'seg_map_suffix'))
+    images, labels = _listing(img_dir, img_suffix), _listing(seg_dir, seg_suffix)
+    if not images:
+        raise DatasetError(f'{where}: no *{img_suffix} images in {img_dir}: the split is empty')
+    unlabeled = images.keys() - labels.keys()
+    if unlabeled:
+        raise DatasetError(f'{where}: {len(unlabeled)} of {len(images)} images in {img_dir} have no '
+                           f'{seg_suffix} label in {seg_dir}: {_show(images[k] for k in unlabeled)}')
+    orphans = labels.keys() - images.keys()
+    if orphans:
+        raise DatasetError(f'{where}: {len(orphans)} labels in {seg_dir} have no {img_suffix} image in '
+                           f'{img_dir} (a mixed-up split?): {_show(labels[k] for k in orphans)}')
+    return len(images)
+
+
+def check_data(cfg, phases) -> None:
+    """Check the dataset of each ``<phase>_dataloader`` in ``cfg`` (phases: train/val/test)."""
+    for phase in phases:
+        loader = cfg.get(f'{phase}_dataloader')
+        if loader:
+            check_dataset_config(loader['dataset'], f'{phase}_dataloader.dataset')

@@ -1,0 +1,133 @@
+"""How the mmengine Runner writes and reads checkpoints here.
+
+- Writes are atomic: a checkpoint goes to ``<name>.tmp`` and is renamed over the
+  target only once complete, so a run killed mid-save leaves the previous file whole.
+- Reads of local files go through :func:`vit5seg.models.checkpoint.read_checkpoint`
+  (``weights_only`` unpickling, one clear error for truncated or code-carrying files);
+  ``allow_unsafe_loading(True)`` (``--allow-unsafe``) is the explicit, warned opt-out.
+- :func:`latest_complete_checkpoint` is what ``--resume`` (auto) picks: the newest
+  checkpoint in the work dir that reads back, not just what ``last_checkpoint`` names.
+"""
+import os
+import os.path as osp
+import re
+import warnings
+import zipfile
+from typing import Optional
+
+import torch
+
+from ..models.checkpoint import read_checkpoint
+
+_allow_unsafe = False
+
+
+def allow_unsafe_loading(enabled: bool) -> None:
+    """Let the Runner unpickle arbitrary objects (for trusted files only)."""
+    global _allow_unsafe
+    _allow_unsafe = bool(enabled)
+    if enabled:
+        warnings.warn('unsafe checkpoint loading is on (--allow-unsafe): a checkpoint can run '
+                      'any code while it loads; use it only for files you trust', stacklevel=2)
+
+
+def atomic_torch_save(obj, filename: str) -> None:
+    """torch.save to ``filename`` so that readers only ever see a complete file."""
+    tmp = f'{filename}.tmp'
+    os.makedirs(osp.dirname(osp.abspath(filename)), exist_ok=True)
+    try:
+        with open(tmp, 'wb') as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, filename)
+    finally:
+        if osp.exists(tmp):
+            os.remove(tmp)
+
+
+def _is_local(filename: str) -> bool:
+    return '://' not in str(filename)
+
+
+def _wrap_save_checkpoint(save_checkpoint):
+    def save_checkpoint_atomically(checkpoint, filename, file_client_args=None, backend_args=None):
+        if _is_local(filename) and file_client_args is None and not backend_args:
+            return atomic_torch_save(checkpoint, str(filename))
+        return save_checkpoint(checkpoint, filename, file_client_args, backend_args)
+    save_checkpoint_atomically.__wrapped__ = save_checkpoint
+    return save_checkpoint_atomically
+
+
+def load_local_checkpoint(filename, map_location=None):
+    """The CheckpointLoader scheme for local paths (mmengine's calls plain torch.load)."""
+    obj = read_checkpoint(osp.expanduser(filename), allow_unsafe=_allow_unsafe)
+    if map_location not in (None, 'cpu'):
+        obj = _to_device(obj, map_location)
+    return obj
+
+
+def _to_device(obj, map_location):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(map_location)
+    if isinstance(obj, dict):
+        return type(obj)((k, _to_device(v, map_location)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, '_fields'):
+        return type(obj)(_to_device(v, map_location) for v in obj)
+    return obj
+
+
+_ITER_CKPT = re.compile(r'^(iter|epoch)_(\d+)\.pth$')
+
+
+def latest_complete_checkpoint(work_dir: str) -> Optional[str]:
+    """The newest ``iter_N.pth`` / ``epoch_N.pth`` in ``work_dir`` that reads back whole.
+
+    ``last_checkpoint`` is tried first; a file that is missing, truncated or written by
+    an older non-atomic save is passed over for the next newest.
+    """
+    if not osp.isdir(work_dir):
+        return None
+    candidates = []
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    if osp.isfile(pointer):
+        with open(pointer) as f:
+            named = f.read().strip()
+        if named:
+            candidates.append(named)
+    numbered = [(int(m.group(2)), name) for name in os.listdir(work_dir) if (m := _ITER_CKPT.match(name))]
+    candidates += [osp.join(work_dir, name) for _, name in sorted(numbered, reverse=True)]
+    for path in candidates:
+        problem = _incomplete(path)
+        if problem is None:
+            return path
+        warnings.warn(f'not resuming from {path}: {problem}', stacklevel=2)
+    return None
+
+
+def _incomplete(path: str) -> Optional[str]:
+    # torch.save writes a zip whose directory comes last: a cut-off file has none.
+    # Checking it costs a few reads, not a load of the whole (optimizer-sized) file.
+    if not osp.isfile(path):
+        return 'missing'
+    try:
+        with zipfile.ZipFile(path) as zf:
+            zf.namelist()
+    except (zipfile.BadZipFile, OSError) as e:
+        return f'truncated or not a checkpoint ({e})'
+    return None
+
+
+def install() -> None:
+    import mmengine.runner.checkpoint as ckpt_mod
+    import mmengine.runner.runner as runner_mod
+    from mmengine.runner.checkpoint import CheckpointLoader
+    if not hasattr(runner_mod.save_checkpoint, '__wrapped__'):
+        wrapped = _wrap_save_checkpoint(ckpt_mod.save_checkpoint)
+        ckpt_mod.save_checkpoint = wrapped
+        runner_mod.save_checkpoint = wrapped
+    CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
+
+
+__all__ = ['allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
+           'load_local_checkpoint']
