@@ -1,4 +1,6 @@
-"""tools/get_flops.py and the complexity counter behind it."""
+"""tools/get_flops.py and the complexity counter behind it; tools/analyze_logs.py."""
+import csv
+import json
 import subprocess
 import sys
 
@@ -52,3 +54,40 @@ def test_print_config_resolves_bases_and_options(tmp_path):
     from mmengine.config import Config
     saved = Config.fromfile(str(tmp_path / 'resolved.py'))
     assert saved.train_dataloader.batch_size == 4 and saved.model.backbone.arch == 'deit3-base'
+
+
+def _write_scalars(work_dir, stamp, records, cut_last=False):
+    path = work_dir / stamp / 'vis_data' / 'scalars.json'
+    path.parent.mkdir(parents=True)
+    text = '\n'.join(json.dumps(r) for r in records) + '\n'
+    path.write_text(text[:-15] if cut_last else text)
+
+
+def test_analyze_logs_merges_resumed_launches_and_finds_the_spike(tmp_path):
+    import cv2
+    run = tmp_path / 'vit5_run'
+    first = [{'loss': 2.0 - 0.01 * i, 'lr': 1e-3, 'iter': i, 'step': i} for i in range(1, 31)]
+    first.insert(20, {'mIoU': 40.0, 'mAcc': 50.0, 'aAcc': 70.0, 'step': 20})
+    # killed after 30, resumed from 24: the second launch repeats 25..30 and wins
+    second = [{'loss': (6.0 if i == 35 else 1.5), 'lr': 1e-3, 'iter': i, 'step': i} for i in range(25, 41)]
+    second.append({'mIoU': 45.5, 'mAcc': 55.0, 'aAcc': 75.0, 'step': 40})
+    second.append({'loss': 1.5, 'iter': 41, 'step': 41})  # cut off mid-line by the kill
+    _write_scalars(run, '20260101_000000', first)
+    _write_scalars(run, '20260102_000000', second, cut_last=True)
+    out = tmp_path / 'out'
+    result = subprocess.run([sys.executable, str(REPO / 'tools' / 'analyze_logs.py'), str(run), '--out', str(out)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    summary = (out / 'summary.txt').read_text()
+    assert 'vit5_run: 40 logged iterations (1..40), final loss 1.5000' in summary
+    assert 'mIoU: best 45.50 at iteration 40, last 45.50 at iteration 40' in summary
+    assert 'spikes: 1\n    iteration 35: loss 6.0000 = 4.00 x 1.5000' in summary
+    rows = list(csv.DictReader((out / 'curves.csv').open()))
+    by_iter = {int(r['iter']): r for r in rows}
+    assert float(by_iter[28]['loss']) == 1.5 and float(by_iter[20]['mIoU']) == 40.0 and len(rows) == 40
+    for name in ('loss.png', 'miou.png'):
+        img = cv2.imread(str(out / name))
+        assert img.shape == (400, 700, 3) and img.std() > 10  # a drawn figure, not a blank canvas
+    missing = subprocess.run([sys.executable, str(REPO / 'tools' / 'analyze_logs.py'), str(tmp_path / 'nope'),
+                              '--out', str(out)], capture_output=True, text=True)
+    assert missing.returncode == 1 and 'no */vis_data/scalars.json' in missing.stderr

@@ -46,6 +46,21 @@ def test_every_vit5_config_has_a_deit3_twin_with_the_same_protocol(path):
     assert a == b
 
 
+def test_tiny_deit3_twin_differs_only_in_the_preset():
+    vit5 = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py')).to_dict()
+    deit3 = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py')).to_dict()
+    assert (vit5['model']['backbone'].pop('arch'), deit3['model']['backbone'].pop('arch')) == ('vit5-small',
+                                                                                             'deit3-small')
+    for cfg in (vit5, deit3):
+        cfg.pop('filename', None)
+    assert vit5 == deit3
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py'))
+    backbone = MODELS.build(cfg.model).backbone
+    assert (backbone.embed_dims, backbone.num_layers, backbone.num_heads) == (64, 4, 2)
+    assert backbone.settings['norm_type'] == 'layernorm' and backbone.rope is None and backbone.reg_token is None
+
+
 def test_entry_config_is_the_protocol():
     cfg = Config.fromfile(str(REPO / 'configs' / 'vit5_upernet_ade20k.py'))
     assert cfg.model.backbone.arch == 'vit5-base' and cfg.model.backbone.init_cfg.type == 'Pretrained'

@@ -140,3 +140,13 @@ def test_demo_training_learns(tmp_path):
     metrics, checkpoint, overlays = run(tmp_path / 'demo', data, iters=120)
     assert Path(checkpoint).is_file() and len(overlays) == 8
     assert metrics['mIoU'] > before + 15, (before, metrics)
+
+
+def test_tiny_deit3_twin_trains_and_tests(project):
+    cwd, _, _ = project
+    config = REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py'
+    _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'deit3', '--cfg-options', 'train_cfg.max_iters=4',
+          'train_cfg.val_interval=4', 'default_hooks.checkpoint.interval=4'], cwd)
+    ckpt = torch.load(cwd / 'deit3' / 'iter_4.pth', map_location='cpu', weights_only=True)
+    assert 'backbone.blocks.0.attn.qkv.bias' in ckpt['state_dict'] and 'backbone.reg_token' not in ckpt['state_dict']
+    assert any('mIoU' in r for r in _scalars(cwd / 'deit3'))

@@ -232,3 +232,13 @@ def test_tools_print_one_line_for_bad_data_and_checkpoints(user, uninterrupted):
     out = _run([TEST, uninterrupted, cut, '--work-dir', 'y'], cwd, env, ok=False)
     assert out.stderr.strip().splitlines()[-1].startswith(
         f'error: cannot read {cut}: truncated or not a PyTorch checkpoint')
+
+
+def test_analyze_logs_reads_real_runs(user, uninterrupted):
+    import csv
+    cwd, env = user
+    out = _run([REPO / 'tools' / 'analyze_logs.py', 'ref', '--out', 'logs', '--spike-window', '3'], cwd, env).stdout
+    assert 'ref: 12 logged iterations (1..12)' in out and 'mIoU: no evaluation in the logs' in out
+    rows = [r for r in csv.DictReader((cwd / 'logs' / 'curves.csv').open()) if r['run'] == 'ref']
+    assert {int(r['iter']): float(r['loss']) for r in rows} == _losses(cwd / 'ref')
+    assert (cwd / 'logs' / 'loss.png').stat().st_size > 10_000
