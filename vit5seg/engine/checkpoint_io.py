@@ -62,7 +62,8 @@ def _wrap_save_checkpoint(save_checkpoint):
 def load_local_checkpoint(filename, map_location=None):
     """The CheckpointLoader scheme for local paths (mmengine's calls plain torch.load)."""
     obj = read_checkpoint(osp.expanduser(filename), allow_unsafe=_allow_unsafe)
-    if map_location not in (None, 'cpu'):
+    # read_checkpoint maps to the CPU; mmengine asks for its device on resume
+    if isinstance(map_location, (str, torch.device)) and str(map_location) != 'cpu':
         obj = _to_device(obj, map_location)
     return obj
 

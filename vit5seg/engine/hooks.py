@@ -109,7 +109,8 @@ class RandomStateHook(Hook):
     uninterrupted run. The data side needs nothing: the sampler and the dataloader
     workers are seeded from the run's seed, and mmengine replays the skipped batches.
     The state is put back just before the first resumed iteration, after mmengine's
-    own re-seeding and dataloader replay.
+    own re-seeding and dataloader replay. Checkpoints hold rank 0's state, which is
+    every rank's unless ``randomness.diff_rank_seed=True``.
     """
     priority = 'VERY_LOW'
 
