@@ -91,3 +91,25 @@ def test_analyze_logs_merges_resumed_launches_and_finds_the_spike(tmp_path):
     missing = subprocess.run([sys.executable, str(REPO / 'tools' / 'analyze_logs.py'), str(tmp_path / 'nope'),
                               '--out', str(out)], capture_output=True, text=True)
     assert missing.returncode == 1 and 'no */vis_data/scalars.json' in missing.stderr
+
+
+def test_compare_rows_paper_delta_tolerance_and_unfinished(tmp_path):
+    from mmengine.config import Config
+
+    from vit5seg.analysis.compare import RunResult, compare, read_run, to_markdown
+    runs = [RunResult('a', 'ViT-5', 'base', single={'mIoU': 52.1, 'mAcc': 63.0, 'aAcc': 84.0}),
+            RunResult('b', 'DeiT-III', 'base', single={'mIoU': 49.6, 'mAcc': 60.0, 'aAcc': 83.0}),
+            RunResult('c', 'ViT-5', 'large', single={'mIoU': 54.0})]
+    base, large = compare(runs, tolerance=1.0)
+    assert base['delta mIoU (ss)'] == 2.5 and base['paper delta mIoU (ss)'] == 2.7 and base['within tolerance'] == 'yes'
+    assert compare(runs, tolerance=0.1)[0]['within tolerance'] == 'no'
+    assert large['DeiT-III status'] == 'missing (no work dir given)' and large['within tolerance'] == 'no paper figure'
+    assert '| base | 52.10 | 49.60 | +2.50 | +2.7 | yes |' in to_markdown([base, large], runs, 1.0)
+    # a training run stopped at iteration 10 of 300, never evaluated
+    launch = tmp_path / 'run' / '20260101_000000' / 'vis_data'
+    launch.mkdir(parents=True)
+    Config.fromfile(str(TINY)).dump(str(launch / 'config.py'))
+    (launch / 'scalars.json').write_text(json.dumps({'loss': 3.0, 'iter': 10, 'step': 10}) + '\n')
+    run = read_run(tmp_path / 'run')
+    assert (run.family, run.size) == ('ViT-5', 'small (embed_dims=64, num_layers=4, num_heads=2)')
+    assert run.status == 'unfinished (iteration 10 of 300, no metrics yet)'

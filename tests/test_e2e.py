@@ -142,11 +142,37 @@ def test_demo_training_learns(tmp_path):
     assert metrics['mIoU'] > before + 15, (before, metrics)
 
 
-def test_tiny_deit3_twin_trains_and_tests(project):
+@pytest.fixture(scope='module')
+def deit3_run(project):
     cwd, _, _ = project
     config = REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py'
     _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'deit3', '--cfg-options', 'train_cfg.max_iters=4',
           'train_cfg.val_interval=4', 'default_hooks.checkpoint.interval=4'], cwd)
-    ckpt = torch.load(cwd / 'deit3' / 'iter_4.pth', map_location='cpu', weights_only=True)
+    return cwd / 'deit3'
+
+
+def test_tiny_deit3_twin_trains_and_tests(deit3_run):
+    ckpt = torch.load(deit3_run / 'iter_4.pth', map_location='cpu', weights_only=True)
     assert 'backbone.blocks.0.attn.qkv.bias' in ckpt['state_dict'] and 'backbone.reg_token' not in ckpt['state_dict']
-    assert any('mIoU' in r for r in _scalars(cwd / 'deit3'))
+    assert any('mIoU' in r for r in _scalars(deit3_run))
+
+
+def test_compare_pairs_the_twins_and_reports_missing_runs(project, deit3_run):
+    import csv
+    cwd, config, _ = project
+    _run([REPO / 'tools' / 'test.py', config, 'run/iter_20.pth', '--work-dir', 'vit5_test'], cwd)
+    tested = json.loads(sorted((cwd / 'vit5_test').glob('*/*.json'))[-1].read_text())
+    deit3_val = [r for r in _scalars(deit3_run) if 'mIoU' in r][-1]
+    _run([REPO / 'tools' / 'compare.py', 'vit5_test', 'deit3', 'nowhere', '--out', 'cmp'], cwd)
+    rows = list(csv.DictReader((cwd / 'cmp' / 'comparison.csv').open()))
+    assert len(rows) == 1
+    row = rows[0]
+    assert row['size'] == 'small (embed_dims=64, num_layers=4, num_heads=2)'
+    assert float(row['ViT-5 mIoU (ss)']) == pytest.approx(tested['mIoU'])
+    assert float(row['DeiT-III mIoU (ss)']) == pytest.approx(deit3_val['mIoU'])
+    assert float(row['delta mIoU (ss)']) == pytest.approx(tested['mIoU'] - deit3_val['mIoU'], abs=0.006)
+    assert row['ViT-5 status'] == 'ok' and row['DeiT-III status'] == 'ok (last validation; no test run here)'
+    assert row['within tolerance'] == 'no paper figure' and row['ViT-5 mIoU (ms)'] == ''
+    md = (cwd / 'cmp' / 'comparison.md').read_text()
+    assert f"| {row['size']} | {tested['mIoU']:.2f} | {deit3_val['mIoU']:.2f} |" in md
+    assert '- `nowhere`: missing (no mmengine run in this folder)' in md

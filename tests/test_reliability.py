@@ -238,7 +238,7 @@ def test_analyze_logs_reads_real_runs(user, uninterrupted):
     import csv
     cwd, env = user
     out = _run([REPO / 'tools' / 'analyze_logs.py', 'ref', '--out', 'logs', '--spike-window', '3'], cwd, env).stdout
-    assert 'ref: 12 logged iterations (1..12)' in out and 'mIoU: no evaluation in the logs' in out
+    assert 'ref: 12 logged iterations (1..12)' in out and 'mIoU: best ' in out and 'at iteration 12' in out
     rows = [r for r in csv.DictReader((cwd / 'logs' / 'curves.csv').open()) if r['run'] == 'ref']
     assert {int(r['iter']): float(r['loss']) for r in rows} == _losses(cwd / 'ref')
-    assert (cwd / 'logs' / 'loss.png').stat().st_size > 10_000
+    assert (cwd / 'logs' / 'loss.png').stat().st_size > 10_000 and (cwd / 'logs' / 'miou.png').is_file()
