@@ -103,7 +103,7 @@ def read_run(work_dir) -> RunResult:
 
 
 def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
-    """One row per size (in preset order): both families' metrics, delta, the paper's delta."""
+    """One row per size (in the order the runs were given): both families' metrics, delta, the paper's delta."""
     sizes = []
     for r in runs:
         if r.size and r.size not in sizes:
