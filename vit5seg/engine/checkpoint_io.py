@@ -6,7 +6,7 @@
   (``weights_only`` unpickling, one clear error for truncated or code-carrying files);
   ``allow_unsafe_loading(True)`` (``--allow-unsafe``) is the explicit, warned opt-out.
 - :func:`latest_complete_checkpoint` is what ``--resume`` (auto) picks: the newest
-  checkpoint in the work dir that reads back, not just what ``last_checkpoint`` names.
+  checkpoint in the work dir that is whole, not just what ``last_checkpoint`` names.
 """
 import os
 import os.path as osp
@@ -61,21 +61,7 @@ def _wrap_save_checkpoint(save_checkpoint):
 
 def load_local_checkpoint(filename, map_location=None):
     """The CheckpointLoader scheme for local paths (mmengine's calls plain torch.load)."""
-    obj = read_checkpoint(osp.expanduser(filename), allow_unsafe=_allow_unsafe)
-    # read_checkpoint maps to the CPU; mmengine asks for its device on resume
-    if isinstance(map_location, (str, torch.device)) and str(map_location) != 'cpu':
-        obj = _to_device(obj, map_location)
-    return obj
-
-
-def _to_device(obj, map_location):
-    if isinstance(obj, torch.Tensor):
-        return obj.to(map_location)
-    if isinstance(obj, dict):
-        return type(obj)((k, _to_device(v, map_location)) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)) and not hasattr(obj, '_fields'):
-        return type(obj)(_to_device(v, map_location) for v in obj)
-    return obj
+    return read_checkpoint(osp.expanduser(filename), allow_unsafe=_allow_unsafe, map_location=map_location)
 
 
 _ITER_CKPT = re.compile(r'^(iter|epoch)_(\d+)\.pth$')

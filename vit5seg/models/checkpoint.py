@@ -33,24 +33,25 @@ class CheckpointError(ValueError):
 _SAFE_GLOBALS = [argparse.Namespace]
 
 
-def read_checkpoint(path, allow_unsafe: bool = False):
+def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu'):
     """Load a ``.pth``/``.bin``/``.safetensors`` file without executing pickled code.
 
     ``allow_unsafe=True`` falls back to full unpickling, with a warning: only for
-    files from a source you trust.
+    files from a source you trust. ``map_location`` is torch.load's.
     """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f'checkpoint {path} does not exist')
     if path.suffix == '.safetensors':
         from safetensors.torch import load_file
+        device = str(map_location) if isinstance(map_location, (str, torch.device)) else 'cpu'
         try:
-            return load_file(str(path))
+            return load_file(str(path), device=device)
         except Exception as e:  # safetensors raises its own error types
             raise CheckpointError(f'cannot read {path}: {e}') from e
     try:
         with torch.serialization.safe_globals(_SAFE_GLOBALS):
-            return torch.load(path, map_location='cpu', weights_only=True)
+            return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         if not allow_unsafe:
             reason = str(e).strip().splitlines()[0]
@@ -60,7 +61,7 @@ def read_checkpoint(path, allow_unsafe: bool = False):
                 f'(--allow-unsafe on the command line).') from None
         warnings.warn(f'loading {path} with full unpickling (allow_unsafe=True): '
                       'this runs any code the file contains', stacklevel=2)
-        return torch.load(path, map_location='cpu', weights_only=False)
+        return torch.load(path, map_location=map_location, weights_only=False)
     except (RuntimeError, EOFError, OSError) as e:
         raise CheckpointError(f'cannot read {path}: truncated or not a PyTorch checkpoint ({e})') from None
 
