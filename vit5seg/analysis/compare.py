@@ -57,7 +57,8 @@ def read_run(work_dir) -> RunResult:
     if not work_dir.is_dir() or not launches:
         result.status = 'missing (no mmengine run in this folder)'
         return result
-    cfg = Config.fromfile(str(launches[-1]))
+    configs = [Config.fromfile(str(launch)) for launch in launches]
+    cfg = configs[-1]
     backbone = _backbone(cfg)
     arch = backbone.get('arch', '')
     family = next((name for prefix, name in FAMILIES.items() if str(arch).startswith(prefix)), None)
@@ -66,9 +67,8 @@ def read_run(work_dir) -> RunResult:
         return result
     result.family, result.size = family, _size_key(backbone)
     last_val, last_iter, max_iters = {}, 0, cfg.get('train_cfg', {}).get('max_iters')
-    for launch in launches:
+    for launch, launch_cfg in zip(launches, configs):
         stamp = launch.parent.parent
-        launch_cfg = Config.fromfile(str(launch))
         test_json = stamp / f'{stamp.name}.json'
         if test_json.is_file():
             metrics = json.loads(test_json.read_text())
