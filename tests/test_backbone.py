@@ -145,6 +145,14 @@ def test_each_switch_changes_the_parameter_set():
     swiglu = _param_names(tiny(mlp_type='swiglu'))
     assert {'blocks.0.mlp.fc1_g.weight', 'blocks.0.mlp.fc1_x.weight', 'blocks.0.mlp.fc2.weight'} <= swiglu
     assert 'blocks.0.mlp.fc1.weight' not in swiglu
+    geglu = tiny(mlp_type='geglu').blocks[0].mlp
+    assert isinstance(geglu.act, torch.nn.GELU) and geglu.act.approximate == 'tanh'
+    assert geglu.fc1_g.weight.shape == tiny(mlp_type='swiglu').blocks[0].mlp.fc1_g.weight.shape
+    sandwich = _param_names(tiny(sandwich_norm=True))
+    assert {'blocks.0.post_attn_norm.weight', 'blocks.0.post_mlp_norm.weight'} <= sandwich - base
+    no_bias = _param_names(tiny(linear_bias=False, mlp_type='swiglu'))
+    assert not any(n.endswith('.bias') and n.startswith('blocks.') for n in no_bias)
+    assert 'blocks.0.attn.proj.bias' in base and 'blocks.0.mlp.fc1.bias' in base
     assert not any('gamma' in n for n in _param_names(tiny(layer_scale_init=0)))
     assert 'blocks.0.norm1.bias' in _param_names(tiny(norm_type='layernorm'))
     assert isinstance(tiny().blocks[0].norm1, RMSNorm)
@@ -197,7 +205,7 @@ def test_frozen_stages():
     (dict(arch='vit5-huge'), "unknown arch 'vit5-huge'"),
     (dict(arch=dict(TINY), out_indices=(2,)), 'out_indices contains 2, but the model has 2 blocks'),
     (dict(arch=dict(TINY), norm_type='batchnorm'), "norm_type must be 'rmsnorm' or 'layernorm'"),
-    (dict(arch=dict(TINY), mlp_type='geglu'), "mlp_type must be 'mlp' or 'swiglu'"),
+    (dict(arch=dict(TINY), mlp_type='reglu'), "mlp_type must be 'mlp', 'swiglu' or 'geglu'"),
     (dict(arch=dict(TINY), num_registers=3), 'num_registers=3 is not a square'),
     (dict(arch=dict(embed_dims=30, num_layers=2, num_heads=4)), 'not divisible by num_heads'),
 ])

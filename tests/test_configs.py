@@ -12,7 +12,7 @@ from conftest import REPO
 
 # the UperNet configs; configs/heads/ are built and run in test_heads.py
 CONFIGS = sorted(p for p in (REPO / 'configs').rglob('*.py') if not {'_base_', 'heads'} & set(p.parts))
-VIT5 = [p for p in CONFIGS if p.name.startswith('vit5') and 'tiny' not in p.parts]
+VIT5 = [p for p in CONFIGS if p.name.startswith('vit5') and not {'tiny', 'ablations'} & set(p.parts)]
 
 
 def _twin(path: Path) -> Path:

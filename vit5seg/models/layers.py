@@ -4,6 +4,7 @@ Shapes: B batch, N tokens, C channels, h heads, D = C / h head channels.
 """
 import math
 from collections import OrderedDict
+from functools import partial
 from typing import Optional, Tuple
 
 import torch
@@ -52,7 +53,7 @@ class Attention(nn.Module):
     that are not rotated (cls) carry 1 + 0i.
     """
 
-    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = False,
+    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = False, proj_bias: bool = True,
                  qk_norm: bool = True, norm_type: str = 'rmsnorm', norm_eps: float = 1e-6,
                  attn_drop: float = 0., proj_drop: float = 0.):
         super().__init__()
@@ -62,7 +63,7 @@ class Attention(nn.Module):
         self.q_norm = build_norm(norm_type, self.head_dim, norm_eps) if qk_norm else nn.Identity()
         self.k_norm = build_norm(norm_type, self.head_dim, norm_eps) if qk_norm else nn.Identity()
         self.attn_drop = attn_drop
-        self.proj = nn.Linear(dim, dim)
+        self.proj = nn.Linear(dim, dim, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -79,26 +80,39 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: x + drop_path(gamma * f(norm(x))), twice."""
+    """Pre-norm transformer block: x + drop_path(gamma * f(norm(x))), twice.
+
+    ``sandwich_norm`` adds a norm on each branch's output before the residual add
+    (Gemma 2/3's post-attention / post-feed-forward norms); ``linear_bias=False``
+    removes the biases of the attention projection and the MLP (as LLaMA and Gemma).
+    """
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4., mlp_type: str = 'mlp',
                  qkv_bias: bool = False, qk_norm: bool = True, norm_type: str = 'rmsnorm',
                  norm_eps: float = 1e-6, layer_scale_init: Optional[float] = 1e-4,
+                 sandwich_norm: bool = False, linear_bias: bool = True,
                  drop: float = 0., attn_drop: float = 0., drop_path: float = 0.):
         super().__init__()
         self.norm1 = build_norm(norm_type, dim, norm_eps)
-        self.attn = Attention(dim, num_heads, qkv_bias=qkv_bias, qk_norm=qk_norm,
+        self.attn = Attention(dim, num_heads, qkv_bias=qkv_bias, proj_bias=linear_bias, qk_norm=qk_norm,
                               norm_type=norm_type, norm_eps=norm_eps,
                               attn_drop=attn_drop, proj_drop=drop)
         self.norm2 = build_norm(norm_type, dim, norm_eps)
+        if sandwich_norm:
+            self.post_attn_norm = build_norm(norm_type, dim, norm_eps)
+            self.post_mlp_norm = build_norm(norm_type, dim, norm_eps)
+        else:
+            self.post_attn_norm = self.post_mlp_norm = nn.Identity()
         hidden = int(dim * mlp_ratio)
         if mlp_type == 'mlp':
-            self.mlp = Mlp(dim, hidden, act_layer=nn.GELU, drop=drop)
-        elif mlp_type == 'swiglu':
+            self.mlp = Mlp(dim, hidden, act_layer=nn.GELU, bias=linear_bias, drop=drop)
+        elif mlp_type in ('swiglu', 'geglu'):
             # 2/3 of the hidden width keeps the parameter count of the plain MLP (as LLaMA).
-            self.mlp = SwiGLU(dim, int(hidden * 2 / 3), act_layer=nn.SiLU, drop=drop)
+            # GeGLU is Gemma's gate: tanh-approximated GELU in place of SiLU.
+            act = nn.SiLU if mlp_type == 'swiglu' else partial(nn.GELU, approximate='tanh')
+            self.mlp = SwiGLU(dim, int(hidden * 2 / 3), act_layer=act, bias=linear_bias, drop=drop)
         else:
-            raise ValueError(f"mlp_type must be 'mlp' or 'swiglu', got {mlp_type!r}")
+            raise ValueError(f"mlp_type must be 'mlp', 'swiglu' or 'geglu', got {mlp_type!r}")
         if layer_scale_init:
             # The authors' names, so their checkpoints load without renaming.
             self.gamma_1 = nn.Parameter(torch.full((dim,), float(layer_scale_init)))
@@ -111,8 +125,8 @@ class Block(nn.Module):
         return x if gamma is None else x * gamma
 
     def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
-        x = x + self.drop_path(self._scale(self.attn(self.norm1(x), rope), self.gamma_1))
-        x = x + self.drop_path(self._scale(self.mlp(self.norm2(x)), self.gamma_2))
+        x = x + self.drop_path(self._scale(self.post_attn_norm(self.attn(self.norm1(x), rope)), self.gamma_1))
+        x = x + self.drop_path(self._scale(self.post_mlp_norm(self.mlp(self.norm2(x))), self.gamma_2))
         return x
 
     def forward_cp(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:

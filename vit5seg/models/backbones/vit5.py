@@ -16,10 +16,12 @@ from ..layers import Block, SequenceRope, build_norm
 
 # The ablation axes of the paper, with ViT-5's published choice for each.
 VIT5_SWITCHES = dict(norm_type='rmsnorm', use_rope=True, num_registers=4, register_rope=True,
-                     qk_norm=True, layer_scale_init=1e-4, mlp_type='mlp', qkv_bias=False)
+                     qk_norm=True, layer_scale_init=1e-4, mlp_type='mlp', qkv_bias=False,
+                     sandwich_norm=False, linear_bias=True)
 # DeiT-III is the same skeleton with LayerNorm, qkv bias and none of the ViT-5 extras.
 DEIT3_SWITCHES = dict(norm_type='layernorm', use_rope=False, num_registers=0, register_rope=False,
-                      qk_norm=False, layer_scale_init=1e-4, mlp_type='mlp', qkv_bias=True)
+                      qk_norm=False, layer_scale_init=1e-4, mlp_type='mlp', qkv_bias=True,
+                      sandwich_norm=False, linear_bias=True)
 
 ARCH_PRESETS: Dict[str, dict] = {
     'vit5-small': dict(embed_dims=384, num_layers=12, num_heads=6, **VIT5_SWITCHES),
@@ -78,8 +80,12 @@ class ViT5(BaseModule):
             ``register_rope_theta``); otherwise they are not rotated.
         qk_norm: normalise q and k per head before the rotation.
         layer_scale_init: LayerScale init value; ``0`` removes LayerScale.
-        mlp_type: ``'mlp'`` (GELU) or ``'swiglu'``.
+        mlp_type: ``'mlp'`` (GELU), ``'swiglu'`` or ``'geglu'`` (gated, 2/3 hidden width).
         qkv_bias: bias of the qkv projection.
+        sandwich_norm: also normalise each branch's output before the residual add
+            (Gemma 2/3's post-norms); only for the language-model transplants.
+        linear_bias: biases of the attention output projection and the MLP layers
+            (``False`` as in LLaMA / Gemma).
         drop_path_rate: stochastic depth rate; ``drop_path_schedule`` ``'constant'``
             (same rate in every block, as the authors) or ``'linear'`` (0 to the rate).
         final_norm: apply the final norm to the last block's output (and so its tap).
@@ -120,6 +126,8 @@ class ViT5(BaseModule):
                  layer_scale_init: Optional[float] = None,
                  mlp_type: Optional[str] = None,
                  qkv_bias: Optional[bool] = None,
+                 sandwich_norm: Optional[bool] = None,
+                 linear_bias: Optional[bool] = None,
                  drop_rate: float = 0.,
                  attn_drop_rate: float = 0.,
                  drop_path_rate: float = 0.,
@@ -140,7 +148,8 @@ class ViT5(BaseModule):
         s = resolve_arch(arch, embed_dims=embed_dims, num_layers=num_layers, num_heads=num_heads,
                          norm_type=norm_type, use_rope=use_rope, num_registers=num_registers,
                          register_rope=register_rope, qk_norm=qk_norm,
-                         layer_scale_init=layer_scale_init, mlp_type=mlp_type, qkv_bias=qkv_bias)
+                         layer_scale_init=layer_scale_init, mlp_type=mlp_type, qkv_bias=qkv_bias,
+                         sandwich_norm=sandwich_norm, linear_bias=linear_bias)
         self.arch = arch if isinstance(arch, str) else 'custom'
         self.settings = s
         self.embed_dims = C = s['embed_dims']
@@ -193,7 +202,8 @@ class ViT5(BaseModule):
         self.blocks = nn.ModuleList([
             Block(C, self.num_heads, mlp_ratio=mlp_ratio, mlp_type=s['mlp_type'], qkv_bias=s['qkv_bias'],
                   qk_norm=s['qk_norm'], norm_type=s['norm_type'], norm_eps=norm_eps,
-                  layer_scale_init=s['layer_scale_init'], drop=drop_rate, attn_drop=attn_drop_rate,
+                  layer_scale_init=s['layer_scale_init'], sandwich_norm=s['sandwich_norm'],
+                  linear_bias=s['linear_bias'], drop=drop_rate, attn_drop=attn_drop_rate,
                   drop_path=dpr[i])
             for i in range(depth)])
         self.norm = build_norm(s['norm_type'], C, norm_eps)
