@@ -176,3 +176,62 @@ def test_compare_pairs_the_twins_and_reports_missing_runs(project, deit3_run):
     md = (cwd / 'cmp' / 'comparison.md').read_text()
     assert f"| {row['size']} | {tested['mIoU']:.2f} | {deit3_val['mIoU']:.2f} |" in md
     assert '- `nowhere`: missing (no mmengine run in this folder)' in md
+
+
+def test_resolution_sweep_on_the_twins(project, deit3_run):
+    import csv
+
+    import cv2
+    cwd, config, _ = project
+    deit3_config = REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py'
+    log = _run([REPO / 'tools' / 'resolution_sweep.py', config, 'run/iter_20.pth', deit3_config, 'deit3/iter_4.pth',
+                '--names', 'vit5', 'deit3', '--sizes', '64', '128', '--rope-ref-grid', 'authors', 'integer',
+                '--pos-embed-mode', 'bicubic', 'bilinear', '--out', 'sweep'], cwd)
+    assert 'sweep: 100%' in log  # the progress bar
+    rows = list(csv.DictReader((cwd / 'sweep' / 'sweep.csv').open()))
+    assert list(rows[0])[:5] == ['model', 'size', 'mode', 'mIoU', 'mAcc']
+    # ViT-5: 2 RoPE x 2 pos_embed policies; DeiT-III has no RoPE: 2 policies. x 2 sizes x 2 modes
+    assert len(rows) == (4 + 2) * 2 * 2
+    assert {r['model'] for r in rows if r['model'].startswith('deit3')} == {
+        'deit3 [rope=n/a, pos=bicubic]', 'deit3 [rope=n/a, pos=bilinear]'}
+
+    def row(model, size, mode):
+        return next(r for r in rows if r['model'] == model and r['size'] == str(size) and r['mode'] == mode)
+
+    # at the config's own test scale (short side 128), whole image, default policy: the validation
+    # logged at the end of training of the same checkpoint
+    for model, work_dir in (('vit5 [rope=authors, pos=bicubic]', cwd / 'run'),
+                            ('deit3 [rope=n/a, pos=bicubic]', deit3_run)):
+        logged = [r for r in _scalars(work_dir) if 'mIoU' in r][-1]
+        got = row(model, 128, 'whole')
+        assert (float(got['mIoU']), float(got['mAcc'])) == pytest.approx((logged['mIoU'], logged['mAcc']), abs=1e-2)
+        assert got['scale'] == '160x128' and got['train_crop'] == '96x96'
+        # short side 64 is inside one 96x96 window: sliding = whole
+        assert row(model, 64, 'slide')['mIoU'] == row(model, 64, 'whole')['mIoU']
+    png = cv2.imread(str(cwd / 'sweep' / 'sweep.png'))
+    assert png is not None and png.shape[1] > png.shape[0] and png.std() > 10  # two panels, drawn
+
+
+def test_feature_similarity_tool_on_trained_backbones(project, deit3_run):
+    import csv
+
+    import cv2
+    cwd, config, _ = project
+    images = cwd / 'data' / 'synthetic_ade20k' / 'ADEChallengeData2016' / 'images' / 'validation'
+    _run([REPO / 'tools' / 'feature_similarity.py', config, 'run/iter_20.pth',
+          REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py', 'deit3/iter_4.pth', '--names', 'vit5', 'deit3',
+          '--images', images, '--sizes', '224', '448', '--rope-ref-grid', 'authors', 'integer', '--out', 'feat'], cwd)
+    rows = list(csv.DictReader((cwd / 'feat' / 'features.csv').open()))
+    assert [(r['model'], r['size']) for r in rows] == [
+        ('vit5 [rope=authors, pos=bicubic]', '224'), ('vit5 [rope=authors, pos=bicubic]', '448'),
+        ('vit5 [rope=integer, pos=bicubic]', '224'), ('vit5 [rope=integer, pos=bicubic]', '448'), ('deit3', '224'),
+        ('deit3', '448')]
+    for r in rows:
+        assert r['images'] == '8'
+        if r['size'] == '224':  # the same input as the reference
+            assert float(r['patch_cos']) == pytest.approx(1.0, abs=1e-4) and float(r['cls_cos']) == pytest.approx(1.0,
+                                                                                                                abs=1e-4)
+        else:
+            assert float(r['unrelated_patch_cos']) < float(r['patch_cos']) < 1.0
+    png = cv2.imread(str(cwd / 'feat' / 'features.png'))
+    assert png is not None and png.std() > 10
