@@ -105,6 +105,12 @@ def test_compare_rows_paper_delta_tolerance_and_unfinished(tmp_path):
     assert compare(runs, tolerance=0.1)[0]['within tolerance'] == 'no'
     assert large['DeiT-III status'] == 'missing (no work dir given)' and large['within tolerance'] == 'no paper figure'
     assert '| base | 52.10 | 49.60 | +2.50 | +2.7 | yes |' in to_markdown([base, large], runs, 1.0)
+    # multi-scale tests in their own work dirs join the single-scale row of the same size
+    ms = [RunResult('a-ms', 'ViT-5', 'base', multi={'mIoU': 53.0}), RunResult('b-ms', 'DeiT-III', 'base',
+                                                                              multi={'mIoU': 50.2})]
+    merged = compare(runs + ms, tolerance=1.0)[0]
+    assert (merged['ViT-5 mIoU (ss)'], merged['ViT-5 mIoU (ms)'], merged['delta mIoU (ms)']) == (52.1, 53.0, 2.8)
+    assert merged['ViT-5 work_dir'] == 'a, a-ms' and merged['delta mIoU (ss)'] == 2.5
     # a training run stopped at iteration 10 of 300, never evaluated
     launch = tmp_path / 'run' / '20260101_000000' / 'vis_data'
     launch.mkdir(parents=True)

@@ -113,11 +113,16 @@ def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
         row = {'size': size}
         for family in FAMILIES.values():
             found = [r for r in runs if r.size == size and r.family == family]
-            run = found[-1] if found else None
-            row[f'{family} status'] = run.status if run else 'missing (no work dir given)'
-            row[f'{family} work_dir'] = run.work_dir if run else ''
+            # single- and multi-scale tests usually sit in separate work dirs: each scale
+            # comes from the last dir given that has it
+            sources = {attr: next((r for r in reversed(found) if getattr(r, attr)), None)
+                       for attr in ('single', 'multi')}
+            used = [r for r in found if r in sources.values()] or found[-1:]
+            row[f'{family} status'] = '; '.join(r.status for r in used) if used else 'missing (no work dir given)'
+            row[f'{family} work_dir'] = ', '.join(r.work_dir for r in used)
             for scale, attr in (('ss', 'single'), ('ms', 'multi')):
                 for m in METRICS:
+                    run = sources[attr]
                     row[f'{family} {m} ({scale})'] = getattr(run, attr).get(m) if run else None
         for scale in ('ss', 'ms'):
             a, b = row[f'ViT-5 mIoU ({scale})'], row[f'DeiT-III mIoU ({scale})']
