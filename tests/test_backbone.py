@@ -1,4 +1,7 @@
 """ViT5 construction, taps, switches and the per-grid caches."""
+import copy
+import shutil
+
 import pytest
 import torch
 from mmseg.registry import MODELS
@@ -103,6 +106,38 @@ def test_rmsnorm_follows_the_spec_formula_and_dtype_order():
     xb = x.bfloat16()  # low precision: normalised in float32, cast, then scaled
     expected = (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + 1e-6)).bfloat16() * norm.weight
     assert torch.equal(norm(xb), expected)
+
+
+def _spec_rmsnorm(x, weight):
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * weight
+
+
+@pytest.mark.parametrize('dtype,tolerance', [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_rmsnorm_backward_equals_autograd_of_the_formula(dtype, tolerance):
+    norm = RMSNorm(16)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    # a permuted (non-contiguous) input, as q and k reach QK-norm
+    base = (torch.randn(2, 5, 3, 16) * 3).to(dtype)
+    grad = torch.randn(2, 3, 5, 16)
+    results = []
+    for fn in (norm, lambda t: _spec_rmsnorm(t, norm.weight)):
+        x = base.clone().requires_grad_(True)
+        norm.weight.grad = None
+        out = fn(x.transpose(1, 2))
+        out.backward(grad.to(out.dtype))
+        results.append((out.detach(), x.grad, norm.weight.grad.clone()))
+    for mine, spec in zip(*results):
+        assert mine.dtype == spec.dtype
+        assert torch.allclose(mine.float(), spec.float(), rtol=tolerance, atol=tolerance)
+    # frozen input, trainable weight (and the reverse) as with frozen stages
+    out = norm(base.float())
+    out.sum().backward()
+    x = base.float().requires_grad_(True)
+    norm.weight.requires_grad_(False)
+    norm(x).sum().backward()
+    assert x.grad is not None
 
 
 def test_rope_integer_positions_option():
@@ -212,3 +247,39 @@ def test_frozen_stages():
 def test_bad_config_values_say_what(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ViT5(**kwargs)
+
+
+def test_compile_flag_compiles_the_block_stack_once_with_its_arguments(monkeypatch):
+    calls = []
+
+    def fake_compile(fn, **kwargs):  # records, runs eagerly: the wiring without the compile time
+        calls.append((fn.__name__, kwargs))
+        return fn
+    monkeypatch.setattr(torch, 'compile', fake_compile)
+    model = tiny(compile=dict(mode='reduce-overhead'), out_indices=(0, 1))
+    eager = tiny(out_indices=(0, 1))
+    eager.load_state_dict(model.state_dict())
+    x = torch.randn(1, 3, 32, 48)
+    for a, b in zip(model(x), eager(x)):
+        assert torch.equal(a, b)
+    model(x)
+    assert calls == [('_run_blocks', {'mode': 'reduce-overhead'})]
+    assert copy.deepcopy(model)._compiled_blocks is None  # rebuilt on use, never copied
+    assert tiny().compile_cfg is None and tiny(compile=True).compile_cfg == {}
+    with pytest.raises(ValueError, match='compile must be a bool or a dict'):
+        tiny(compile='yes')
+
+
+@pytest.mark.skipif(shutil.which('c++') is None and shutil.which('g++') is None,
+                    reason="torch.compile's CPU backend needs a C++ compiler")
+def test_compiled_backbone_trains_like_the_eager_one():
+    arch = dict(embed_dims=32, num_layers=1, num_heads=2, layer_scale_init=1.0)
+    compiled, eager = ViT5(arch=arch, compile=True).train(), ViT5(arch=arch).train()
+    eager.load_state_dict(compiled.state_dict())
+    x = torch.randn(2, 3, 32, 48)
+    losses = [m(x)[0].pow(2).mean() for m in (compiled, eager)]
+    assert torch.allclose(*losses, rtol=1e-5)
+    for loss in losses:
+        loss.backward()
+    for (name, p), q in zip(compiled.named_parameters(), eager.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-4, atol=1e-6), name

@@ -92,6 +92,10 @@ class ViT5(BaseModule):
         output_cls_token: each tap is ``[patch_map, cls_token]`` as for mmseg's ViT.
         interpolate_mode: how pos_embed is resized to a new grid.
         with_cp: activation checkpointing of every block during training.
+        compile: ``torch.compile`` the block stack (``True``, or a dict of
+            ``torch.compile`` arguments such as ``dict(mode='max-autotune')``); the
+            embedding and its RoPE table cache stay eager. Off by default: see the README's
+            Performance section for what it measured.
         frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks
             (``-1``: nothing frozen).
         pretrained: a checkpoint path, as mmseg's ``model.pretrained`` passes it; the
@@ -136,6 +140,7 @@ class ViT5(BaseModule):
                  output_cls_token: bool = False,
                  interpolate_mode: str = 'bicubic',
                  with_cp: bool = False,
+                 compile: Union[bool, dict] = False,
                  frozen_stages: int = -1,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[dict] = None):
@@ -165,6 +170,10 @@ class ViT5(BaseModule):
         self.output_cls_token = output_cls_token
         self.interpolate_mode = interpolate_mode
         self.with_cp = with_cp
+        if not isinstance(compile, (bool, dict)):
+            raise ValueError(f'compile must be a bool or a dict of torch.compile arguments, got {compile!r}')
+        self.compile_cfg = ({} if compile is True else dict(compile)) if compile else None
+        self._compiled_blocks = None  # made on first use: compiling is slow and may never be needed
         self.out_indices = self._check_out_indices(out_indices, depth)
         if drop_path_schedule not in ('constant', 'linear'):
             raise ValueError(f"drop_path_schedule must be 'constant' or 'linear', got {drop_path_schedule!r}")
@@ -292,8 +301,17 @@ class ViT5(BaseModule):
         return x, (h, w), rope
 
     def forward(self, x: torch.Tensor):
-        B = x.shape[0]
-        x, (h, w), rope = self.embed(x)
+        x, grid, rope = self.embed(x)
+        run = self._run_blocks
+        if self.compile_cfg is not None:
+            if self._compiled_blocks is None:
+                self._compiled_blocks = torch.compile(self._run_blocks, **self.compile_cfg)
+            run = self._compiled_blocks
+        return run(x, grid, rope)
+
+    def _run_blocks(self, x: torch.Tensor, grid: Tuple[int, int], rope: Optional[torch.Tensor]):
+        """Tokens (B, 1 + h*w + R, C) through every block -> the taps, each (B, C, h, w)."""
+        B, (h, w) = x.shape[0], grid
         outs = []
         use_cp = self.with_cp and self.training and torch.is_grad_enabled()
         for i, blk in enumerate(self.blocks):
@@ -305,6 +323,12 @@ class ViT5(BaseModule):
                 feat = x[:, 1:1 + h * w].reshape(B, h, w, self.embed_dims).permute(0, 3, 1, 2).contiguous()
                 outs.append([feat, x[:, 0]] if self.output_cls_token else feat)
         return tuple(outs)
+
+    def __getstate__(self):
+        # the compiled function's caches belong to this instance: a copy (EMA, pickling) compiles its own
+        state = self.__dict__.copy()
+        state['_compiled_blocks'] = None
+        return state
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """All tokens after the final norm, (B, 1 + N + R, C): what the authors'
