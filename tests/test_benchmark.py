@@ -51,10 +51,11 @@ def test_cli_writes_the_interface_json(tmp_path):
 def test_with_cp_lowers_peak_memory_of_a_training_step():
     from vit5seg.benchmark import peak_memory_mb
     # deep and narrow, so activations (what with_cp saves) outweigh weights and gradients;
-    # measured here: ratio 0.53-0.59 over three runs
+    # measured here: 103-104 MB and 27 MB (ratio 0.26) in two runs
     arch = dict(embed_dims=96, num_layers=12, num_heads=2)
-    plain, cp = (peak_memory_mb(arch, 256, 4, flag, 'cpu') for flag in (False, True))
-    assert plain > 50 and cp < 0.75 * plain, (plain, cp)
+    plain, cp, again = (peak_memory_mb(arch, 256, 4, flag, 'cpu') for flag in (False, True, False))
+    assert plain > 50 and cp < 0.5 * plain, (plain, cp)
+    assert abs(again - plain) < 0.05 * plain, (plain, again)  # the probe repeats (fixed mmap threshold)
 
 
 @pytest.mark.parametrize('dtype,tolerance', [(torch.bfloat16, 0.05), (torch.float16, 0.01)])

@@ -8,6 +8,7 @@ DeiT-III and RoPE ViT (``forward_intermediates``), and the straightforward ViT-5
 """
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -135,7 +136,11 @@ def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> f
         return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
     code = ('import sys, json; from vit5seg.benchmark import _cpu_memory_probe; '
             f'print(json.dumps(_cpu_memory_probe({arch!r}, {crop}, {batch}, {with_cp})))')
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)
+    # glibc raises its mmap threshold after large frees, so later big buffers come from the
+    # heap and the peak RSS of the same step varied by 20% between runs (825-1039 MB here);
+    # a fixed threshold returns every large buffer to the system on free: 778 MB, three of three.
+    env = {**os.environ, 'MALLOC_MMAP_THRESHOLD_': '131072', 'MALLOC_ARENA_MAX': '2'}
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
