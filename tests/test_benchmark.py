@@ -34,6 +34,9 @@ def test_ratios_are_the_medians_of_one_interleaved_run():
     assert r['ratio_vs_mmseg_vit'] == pytest.approx(r['fwd_bwd_s'] / r['mmseg_vit_fwd_bwd_s'])
     assert r['speedup_vs_reference'] == pytest.approx(r['reference_fwd_bwd_s'] / r['fwd_bwd_s'])
     assert all(len(v) == 2 and min(v) > 0 for v in r['all_times'].values())
+    per_round = sorted(a / b for a, b in zip(r['all_times']['ours'], r['all_times']['mmseg_vit']))
+    assert r['ratio_vs_mmseg_vit_quartiles'] == pytest.approx([per_round[0] * 0.75 + per_round[1] * 0.25,
+                                                               per_round[0] * 0.25 + per_round[1] * 0.75])
     assert r['rope_table_builds'] == 1  # one grid: built once over all blocks and repeats
 
 

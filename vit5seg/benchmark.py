@@ -28,6 +28,19 @@ TARGETS = {'ratio_vs_timm_rope_vit': ('<=', 1.05), 'deit3_ratio_vs_timm_deit3': 
            'ratio_vs_mmseg_vit': ('<=', 0.65), 'speedup_vs_reference': ('>=', 1.7),
            'with_cp_memory_ratio': ('<=', 0.60), 'with_cp_time_ratio': ('<=', 1.4)}
 
+# ratio -> (numerator, denominator) among the timed steps
+RATIO_TERMS = {'ratio_vs_mmseg_vit': ('ours', 'mmseg_vit'), 'ratio_vs_timm_rope_vit': ('ours', 'timm_rope_vit'),
+               'deit3_ratio_vs_timm_deit3': ('deit3', 'timm_deit3'), 'speedup_vs_reference': ('reference', 'ours'),
+               'with_cp_time_ratio': ('ours_with_cp', 'ours')}
+
+
+def quartiles(values: List[float]) -> List[float]:
+    """[q1, q3] (both the value itself for one sample)."""
+    if len(values) < 2:
+        return [values[0], values[0]]
+    q = statistics.quantiles(values, n=4, method='inclusive')
+    return [q[0], q[2]]
+
 
 def reference_forward(model: ViT5, x: torch.Tensor):
     """ViT-5 written the straightforward way: RoPE sines rebuilt and concatenated for the
@@ -201,6 +214,10 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
         with_cp_time_ratio=med['ours_with_cp'] / med['ours'],
         rope_table_builds=peers['ours'][1].rope.num_builds if peers['ours'][1].rope is not None else 0,
         all_times=times)
+    # How far a ratio can be trusted: the same ratio taken within each round (adjacent in
+    # time), first and third quartile. On a shared VM one step varies by 20%.
+    for key, (num, den) in RATIO_TERMS.items():
+        result[f'{key}_quartiles'] = quartiles([a / b for a, b in zip(times[num], times[den])])
     if compile:
         result.update(compiled_fwd_bwd_s=med['ours_compiled'], compiled_ratio=med['ours_compiled'] / med['ours'],
                       compile_first_step_s=compile_s)
@@ -262,7 +279,7 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats) -> dict:
 
 
 def markdown(result: dict) -> str:
-    rows = ['| measure | value | target |', '|---|---|---|']
+    rows = ['| measure | value | per-round quartiles | target |', '|---|---|---|---|']
     for key in ('fwd_bwd_s', 'mmseg_vit_fwd_bwd_s', 'timm_rope_vit_fwd_bwd_s', 'timm_deit3_fwd_bwd_s',
                 'deit3_fwd_bwd_s', 'reference_fwd_bwd_s', 'with_cp_fwd_bwd_s', 'ratio_vs_mmseg_vit',
                 'ratio_vs_timm_rope_vit', 'deit3_ratio_vs_timm_deit3', 'speedup_vs_reference',
@@ -275,7 +292,9 @@ def markdown(result: dict) -> str:
             if op:
                 ok = result[key] <= bound if op == '<=' else result[key] >= bound
                 verdict = f'{op} {bound} {"met" if ok else "NOT met"}'
-            rows.append(f'| {key} | {result[key]:.3f} | {verdict} |')
+            spread = result.get(f'{key}_quartiles')
+            spread = f'{spread[0]:.3f} - {spread[1]:.3f}' if spread else ''
+            rows.append(f'| {key} | {result[key]:.3f} | {spread} | {verdict} |')
     return '\n'.join(rows)
 
 
