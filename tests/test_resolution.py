@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from conftest import TINY
-from vit5seg.analysis.resolution import (Policy, build_backbone, feature_similarity, parse_rope_grid, policies,
-                                         scale_for)
+from vit5seg.analysis.resolution import (Policy, backbone_config, build_backbone, feature_similarity, parse_rope_grid,
+                                         policies, scale_for)
 from vit5seg.models import ViT5
 
 
@@ -38,7 +38,7 @@ def test_policies_change_the_backbone_only_off_the_pretraining_grid(tmp_path):
     torch.save({'state_dict': model.state_dict()}, path)
     config = tmp_path / 'backbone.py'
     config.write_text(f"model = dict(backbone=dict(type='ViT5', arch={arch!r}, img_size=32, init_cfg=None))\n")
-    built = {p: build_backbone(str(config), str(path), p, device='cpu')
+    built = {p: build_backbone(backbone_config(str(config)), str(path), p, device='cpu')
              for p in (Policy('authors', 'bicubic'), Policy('integer', 'bicubic'), Policy('authors', 'bilinear'))}
     assert built[Policy('integer', 'bicubic')].rope.ref_grid is None
     assert built[Policy('authors', 'bilinear')].interpolate_mode == 'bilinear'

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import vit5seg  # noqa: F401
-from vit5seg.analysis.resolution import (FEATURE_FIELDS, load_images, build_backbone, feature_similarity,
-                                         parse_rope_grid, plot_features, policies, write_csv)
+from vit5seg.analysis.resolution import (FEATURE_FIELDS, backbone_config, build_backbone, feature_similarity,
+                                         load_images, parse_rope_grid, plot_features, policies, uses_rope,
+                                         write_csv)
 from vit5seg.engine.launch import run_tool
 
 
@@ -43,15 +44,15 @@ def main(argv=None):
     try:
         grids = [parse_rope_grid(g) for g in args.rope_ref_grid]
         images = load_images(args.images, args.max_images)
+        backbone_cfgs = [backbone_config(spec) for spec, _ in pairs]
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
     rows = []
-    for (spec, ckpt), name in zip(pairs, args.names or [None] * len(pairs)):
+    for (spec, ckpt), backbone_cfg, name in zip(pairs, backbone_cfgs, args.names or [None] * len(pairs)):
         name = name or spec
-        probe = build_backbone(spec, None, policies(['authors'], ['bicubic'], True)[0], device='cpu')
-        run_policies = policies(grids, args.pos_embed_mode, probe.rope is not None)
+        run_policies = policies(grids, args.pos_embed_mode, uses_rope(backbone_cfg))
         for policy in run_policies:
-            backbone = build_backbone(spec, ckpt, policy, args.device, args.allow_unsafe)
+            backbone = build_backbone(backbone_cfg, ckpt, policy, args.device, args.allow_unsafe)
             label = name if len(run_policies) == 1 else f'{name} [{policy.label()}]'
             for row in feature_similarity(backbone, images, args.sizes):
                 rows.append(dict(model=label, rope_ref_grid=policy.rope_ref_grid, pos_embed=policy.pos_embed,

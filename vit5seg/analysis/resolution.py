@@ -54,14 +54,13 @@ def policies(rope_grids: Sequence[RopeGrid], pos_modes: Sequence[str], has_rope:
     return [Policy(g, m) for g, m in itertools.product(grids, pos_modes)]
 
 
-def _uses_rope(cfg) -> bool:
+def uses_rope(backbone_cfg: dict) -> bool:
+    """Whether a backbone config builds a ViT5 with RoPE (built on the meta device: no memory)."""
     from mmseg.registry import MODELS
-    backbone_cfg = copy.deepcopy(cfg.model.backbone)
     if backbone_cfg.get('type') != 'ViT5':
         return False
-    backbone_cfg['init_cfg'] = None
     with torch.device('meta'):
-        return MODELS.build(backbone_cfg).rope is not None
+        return MODELS.build(dict(copy.deepcopy(backbone_cfg), init_cfg=None)).rope is not None
 
 
 def _test_scale(cfg) -> Tuple[int, int]:
@@ -137,7 +136,7 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
     plans = []
     for run in runs:
         cfg = Config.fromfile(run.config)
-        run_policies = policies(rope_grids, pos_modes, _uses_rope(cfg))
+        run_policies = policies(rope_grids, pos_modes, uses_rope(cfg.model.backbone))
         name = run.name or Path(run.config).stem
         plans += [(run, cfg, p, name if len(run_policies) == 1 else f'{name} [{p.label()}]') for p in run_policies]
     batches = {}
@@ -270,12 +269,10 @@ def feature_similarity(backbone, images: List[torch.Tensor], sizes: Sequence[int
     return rows
 
 
-def build_backbone(spec: str, checkpoint: Optional[str], policy: Policy, device: Optional[str] = None,
-                   allow_unsafe: bool = False):
-    """A ViT5 from a preset name (``vit5-base``) or a config file's ``model.backbone``,
-    with ``checkpoint`` loaded (authors' file, DeiT-III or a trained segmentor's backbone)."""
+def backbone_config(spec: str) -> dict:
+    """The backbone config of a preset name (``vit5-base``) or of a config file's
+    ``model.backbone``, without its pretrained weights."""
     from mmengine.config import Config
-    from mmseg.registry import MODELS
 
     from ..models.backbones.vit5 import ARCH_PRESETS
     if spec in ARCH_PRESETS:
@@ -286,8 +283,15 @@ def build_backbone(spec: str, checkpoint: Optional[str], policy: Policy, device:
         raise ValueError(f'{spec!r} is neither an arch preset ({", ".join(sorted(ARCH_PRESETS))}) nor a config file')
     backbone_cfg.pop('init_cfg', None)
     backbone_cfg.pop('pretrained', None)
-    probe = MODELS.build(dict(backbone_cfg))
-    backbone = MODELS.build(dict(backbone_cfg, **policy.backbone_options(probe.rope is not None)))
+    return backbone_cfg
+
+
+def build_backbone(backbone_cfg: dict, checkpoint: Optional[str], policy: Policy, device: Optional[str] = None,
+                   allow_unsafe: bool = False):
+    """The backbone of ``backbone_cfg`` under ``policy``, with ``checkpoint`` loaded
+    (authors' file, DeiT-III or a trained segmentor's backbone)."""
+    from mmseg.registry import MODELS
+    backbone = MODELS.build(dict(backbone_cfg, **policy.backbone_options(uses_rope(backbone_cfg))))
     if checkpoint:
         from ..models.checkpoint import load_pretrained
         load_pretrained(backbone, checkpoint, allow_unsafe=allow_unsafe)
