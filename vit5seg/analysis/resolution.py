@@ -120,11 +120,12 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
           device: Optional[str] = None, stride: Optional[Tuple[int, int]] = None,
           progress: bool = True) -> List[dict]:
     """One row per (run, policy, size, mode), in that order."""
-    from mmengine.config import Config, ConfigDict
+    from mmengine.config import Config
     from mmengine.logging import MMLogger
     from mmseg.utils import register_all_modules
     from tqdm import tqdm
 
+    from ..apis.infer import inference_test_cfg
     from ..apis.inference import init_model
 
     register_all_modules(init_default_scope=True)
@@ -162,11 +163,7 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
         crop = _train_crop(cfg)
         for size, mode in itertools.product(sizes, modes):
             scale = scale_for(size, config_scale)
-            if mode == 'slide':
-                model.test_cfg = ConfigDict(mode='slide', crop_size=crop,
-                                            stride=tuple(stride or (crop[0] * 2 // 3, crop[1] * 2 // 3)))
-            else:
-                model.test_cfg = ConfigDict(mode='whole')
+            model.test_cfg = inference_test_cfg(mode, crop, stride)
             bar.set_postfix_str(f'{name} {mode} {size}')
             metrics = evaluate(model, _with_test_scale(cfg, scale), cfg.test_evaluator, bar)
             rows.append(dict(model=name, size=size, mode=mode, **{k: round(v, 2) for k, v in metrics.items()},

@@ -128,16 +128,21 @@ def save_label_png(path: Path, label: np.ndarray, palette: np.ndarray) -> None:
     img.save(path)
 
 
-def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: Optional[Tuple[int, int]],
-                    scale: Optional[Tuple[int, int]]):
-    """Whole-image or sliding-window inference and the test-time resize."""
+def inference_test_cfg(mode: str, crop: Optional[Tuple[int, int]] = None, stride: Optional[Tuple[int, int]] = None):
+    """A segmentor's ``test_cfg``: whole image, or sliding windows of ``crop`` (default 512x512)
+    every ``stride`` (default 2/3 of the crop)."""
     from mmengine.config import ConfigDict
     if mode == 'slide':
         crop = crop or (512, 512)
-        model.test_cfg = ConfigDict(mode='slide', crop_size=tuple(crop),
-                                    stride=tuple(stride or (crop[0] * 2 // 3, crop[1] * 2 // 3)))
-    else:
-        model.test_cfg = ConfigDict(mode='whole')
+        return ConfigDict(mode='slide', crop_size=tuple(crop),
+                          stride=tuple(stride or (crop[0] * 2 // 3, crop[1] * 2 // 3)))
+    return ConfigDict(mode='whole')
+
+
+def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: Optional[Tuple[int, int]],
+                    scale: Optional[Tuple[int, int]]):
+    """Whole-image or sliding-window inference and the test-time resize."""
+    model.test_cfg = inference_test_cfg(mode, crop, stride)
     if scale is not None:
         for step in model.cfg.test_pipeline:
             if step['type'] == 'Resize':
