@@ -4,4 +4,4 @@ _base_ = ['./vit5_upernet_ade20k.py']
 model = dict(
     backbone=dict(
         arch='deit3-base',
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_3_base_224_1k.pth')))
+        init_cfg=dict(type='Pretrained', checkpoint='https://dl.fbaipublicfiles.com/deit/deit_3_base_224_1k.pth')))

@@ -31,7 +31,7 @@ def _missing_op(name: str):
     def op(*args, **kwargs):
         raise MissingMmcvOp(
             f"mmcv compiled op '{name}' is not available: this environment uses mmcv-lite "
-            '(no CUDA/C++ ops; see README "Why mmcv-lite"). Use a pure-PyTorch head, or '
+            '(no CUDA/C++ ops; see docs/compatibility.md). Use a pure-PyTorch head, or '
             'the docker image with full mmcv.', name='mmcv._ext')
     op.__name__ = name
     return op

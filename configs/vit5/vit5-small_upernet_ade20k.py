@@ -3,7 +3,9 @@ _base_ = ['../vit5_upernet_ade20k.py']
 width = 384
 model = dict(
     backbone=dict(arch='vit5-small',
-                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/vit5_small_patch16_224.pth')),
+                  init_cfg=dict(type='Pretrained',
+                                checkpoint='https://huggingface.co/FengWang3211/ViT-5/resolve/main/'
+                                           'vit5_small_patch16_224.pth')),
     neck=dict(embed_dim=width),
     decode_head=dict(in_channels=[width] * 4),
     auxiliary_head=dict(in_channels=width))

@@ -195,7 +195,8 @@ def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacit
 def main(argv=None):
     parser = argparse.ArgumentParser(description='Segment images, folders, globs or videos with a trained config.')
     parser.add_argument('config', help='config file')
-    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('checkpoint', help='checkpoint file or http(s) URL (downloaded once into the torch hub cache)')
+    parser.add_argument('--sha256', help='expected sha256 of the checkpoint (or a prefix of 8+ hex digits)')
     parser.add_argument('inputs', nargs='+', help='images, folders, glob patterns (quoted) or videos')
     parser.add_argument('--out-dir', required=True, help='writes OUT_DIR/masks/<name>.png and OUT_DIR/overlays/<name>.jpg')
     parser.add_argument('--device', default=None, help='e.g. cuda:0 or cpu (default: cuda:0 if available)')
@@ -215,8 +216,8 @@ def main(argv=None):
     if args.batch_size < 1:
         parser.error(f'--batch-size must be >= 1, got {args.batch_size}')
     from .inference import init_model
-    model = configure_model(init_model(args.config, args.checkpoint, device=args.device), args.mode, args.crop,
-                            args.stride, args.scale)
+    model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256)
+    model = configure_model(model, args.mode, args.crop, args.stride, args.scale)
     summary = run_inference(model, args.inputs, args.out_dir, args.batch_size, args.opacity, args.side_by_side,
                             args.legend, progress=not args.no_progress)
     for path, why in summary.skipped:

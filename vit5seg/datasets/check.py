@@ -1,4 +1,6 @@
 """Check that an ADE20K folder is complete: images and labels pair up in each split."""
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
@@ -41,10 +43,11 @@ def check_ade20k(root, check_values: bool = False) -> List[SplitReport]:
         rep.images_without_label = sorted(str(images[k]) for k in images.keys() - labels.keys())
         rep.labels_without_image = sorted(str(labels[k]) for k in labels.keys() - images.keys())
         if check_values:
-            for key in sorted(images.keys() & labels.keys()):
-                problem = _label_problem(labels[key], images[key])
-                if problem:
-                    rep.bad_labels.append(f'{labels[key]}: {problem}')
+            keys = sorted(images.keys() & labels.keys())
+            # cv2 decodes without the GIL: threads make the 22k files of the release a minute's work
+            with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+                problems = pool.map(lambda k: _label_problem(labels[k], images[k]), keys)
+                rep.bad_labels = [f'{labels[k]}: {p}' for k, p in zip(keys, problems) if p]
         reports.append(rep)
     return reports
 

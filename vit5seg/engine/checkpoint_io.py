@@ -2,8 +2,11 @@
 
 - Writes are atomic: a checkpoint goes to ``<name>.tmp`` and is renamed over the
   target only once complete, so a run killed mid-save leaves the previous file whole.
-- Reads of local files go through :func:`vit5seg.models.checkpoint.read_checkpoint`
-  (``weights_only`` unpickling, one clear error for truncated or code-carrying files);
+- Reads of local files and of http(s) URLs (``load_from``, ``tools/test.py URL``, any
+  ``Pretrained`` init) go through :func:`vit5seg.models.checkpoint.read_checkpoint`
+  (``weights_only`` unpickling, one clear error for truncated or code-carrying files;
+  a URL is downloaded once into torch's hub cache by :mod:`vit5seg.hub`, where
+  mmengine's own http loader would unpickle it fully);
   ``allow_unsafe_loading(True)`` (``--allow-unsafe``) is the explicit, warned opt-out.
 - :func:`latest_complete_checkpoint` is what ``--resume`` (auto) picks: the newest
   checkpoint in the work dir that is whole, not just what ``last_checkpoint`` names.
@@ -64,6 +67,11 @@ def load_local_checkpoint(filename, map_location=None):
     return read_checkpoint(osp.expanduser(filename), allow_unsafe=_allow_unsafe, map_location=map_location)
 
 
+def load_url_checkpoint(filename, map_location=None):
+    """The CheckpointLoader scheme for http(s) URLs: cached download, then a local read."""
+    return read_checkpoint(filename, allow_unsafe=_allow_unsafe, map_location=map_location)
+
+
 _ITER_CKPT = re.compile(r'^(iter|epoch)_(\d+)\.pth$')
 
 
@@ -114,7 +122,8 @@ def install() -> None:
         ckpt_mod.save_checkpoint = wrapped
         runner_mod.save_checkpoint = wrapped
     CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
+    CheckpointLoader.register_scheme(prefixes=['http://', 'https://'], loader=load_url_checkpoint, force=True)
 
 
 __all__ = ['allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
-           'load_local_checkpoint']
+           'load_local_checkpoint', 'load_url_checkpoint']

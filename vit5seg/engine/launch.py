@@ -10,6 +10,7 @@ from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 
 from ..datasets.validation import check_data
+from ..hub import DownloadError, resolve
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 
 
@@ -42,7 +43,9 @@ def train_parser() -> argparse.ArgumentParser:
 def test_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description='Test a checkpoint (mmseg tools/test.py flags)')
     parser.add_argument('config', help='config file path')
-    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('checkpoint', help='checkpoint file, or an http(s) URL (downloaded once into the torch '
+                                           'hub cache)')
+    parser.add_argument('--sha256', help='expected sha256 of the checkpoint (or a prefix of 8+ hex digits)')
     parser.add_argument('--out', help='folder to save the predicted label maps to (mmseg: format_only output)')
     parser.add_argument('--show', action='store_true', help='show prediction results in a window')
     parser.add_argument('--show-dir', help='folder to save painted predictions to (relative: inside the work dir)')
@@ -102,9 +105,10 @@ def train_config(args) -> Config:
 
 def test_config(args) -> Config:
     cfg = load_config(args)
-    if not osp.isfile(args.checkpoint):
-        raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist')
-    cfg.load_from = args.checkpoint
+    checkpoint = resolve(args.checkpoint, args.sha256)  # a URL: fetched here, once per node
+    if not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'checkpoint {checkpoint} does not exist')
+    cfg.load_from = checkpoint
     if args.show or args.show_dir:
         hook = cfg.default_hooks.get('visualization')
         if hook is None:
@@ -157,7 +161,7 @@ def _known_errors() -> tuple:
     from ..datasets import DatasetError, SampleError
     from ..models.checkpoint import CheckpointError
     from .hooks import NonFiniteLossError
-    return DatasetError, SampleError, CheckpointError, NonFiniteLossError, FileNotFoundError
+    return DatasetError, SampleError, CheckpointError, NonFiniteLossError, FileNotFoundError, DownloadError
 
 
 def error_message(e: BaseException) -> str:

@@ -19,6 +19,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from mmengine.logging import print_log
 
+from ..hub import OFFICIAL_WEIGHTS, official_name, resolve
 from .layers import rope_frequencies
 
 StateDict = Dict[str, torch.Tensor]
@@ -33,15 +34,18 @@ class CheckpointError(ValueError):
 _SAFE_GLOBALS = [argparse.Namespace]
 
 
-def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu'):
+def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256: Optional[str] = None):
     """Load a ``.pth``/``.bin``/``.safetensors`` file without executing pickled code.
 
-    ``allow_unsafe=True`` falls back to full unpickling, with a warning: only for
-    files from a source you trust. ``map_location`` is torch.load's.
+    ``path`` may be an http(s) URL: downloaded once into torch's hub cache
+    (:mod:`vit5seg.hub`), then read like a local file. ``sha256`` (full or a prefix of
+    8+ hex digits) is checked first. ``allow_unsafe=True`` falls back to full
+    unpickling, with a warning: only for files from a source you trust.
+    ``map_location`` is torch.load's.
     """
-    path = Path(path)
+    path = Path(resolve(path, sha256))
     if not path.is_file():
-        raise CheckpointError(f'checkpoint {path} does not exist')
+        raise CheckpointError(f'checkpoint {path} does not exist{_where_to_get(path)}')
     if path.suffix == '.safetensors':
         from safetensors.torch import load_file
         device = str(map_location) if isinstance(map_location, (str, torch.device)) else 'cpu'
@@ -64,6 +68,14 @@ def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu'):
         return torch.load(path, map_location=map_location, weights_only=False)
     except (RuntimeError, EOFError, OSError) as e:
         raise CheckpointError(f'cannot read {path}: truncated or not a PyTorch checkpoint ({e})') from None
+
+
+def _where_to_get(path: Path) -> str:
+    arch = official_name(path)
+    if arch is None:
+        return ''
+    return (f'; it is the published {arch} file: give its URL {OFFICIAL_WEIGHTS[arch]} instead (downloaded '
+            f'once and cached), or fetch it with `python tools/download_weights.py {arch} --dest {path.parent}`')
 
 
 def extract_state_dict(obj, use_ema: bool = False, prefix: Optional[str] = None) -> StateDict:
@@ -151,9 +163,10 @@ def resize_pos_embed(sd: StateDict, grid: Tuple[int, int], mode: str = 'bicubic'
 
 
 def convert_checkpoint(path, use_ema: bool = False, allow_unsafe: bool = False, prefix: Optional[str] = None,
-                       grid: Optional[Tuple[int, int]] = None, **theta) -> Tuple[StateDict, str]:
-    """File -> (backbone state dict in this package's layout, detected source layout)."""
-    sd = extract_state_dict(read_checkpoint(path, allow_unsafe), use_ema=use_ema, prefix=prefix)
+                       grid: Optional[Tuple[int, int]] = None, sha256: Optional[str] = None,
+                       **theta) -> Tuple[StateDict, str]:
+    """File or URL -> (backbone state dict in this package's layout, detected source layout)."""
+    sd = extract_state_dict(read_checkpoint(path, allow_unsafe, sha256=sha256), use_ema=use_ema, prefix=prefix)
     try:
         sd, layout = convert_state_dict(sd, **theta)
     except CheckpointError as e:
@@ -189,15 +202,16 @@ def check_fits(model: torch.nn.Module, sd: StateDict, source: str = 'checkpoint'
 
 
 def load_pretrained(model, path, use_ema: bool = False, allow_unsafe: bool = False,
-                    prefix: Optional[str] = None) -> str:
-    """Load any supported checkpoint into a :class:`ViT5`; returns the detected layout."""
+                    prefix: Optional[str] = None, sha256: Optional[str] = None) -> str:
+    """Load any supported checkpoint (a path or an http(s) URL) into a :class:`ViT5`;
+    returns the detected layout."""
     theta = {}
     if model.rope is not None:
         theta['rope_theta'] = model.rope.rope.temperature
         if model.rope.register_grid is not None:
             theta['register_rope_theta'] = model.rope.rope_reg.temperature
     sd, layout = convert_checkpoint(path, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix,
-                                    grid=model.patch_grid, **theta)
+                                    grid=model.patch_grid, sha256=sha256, **theta)
     check_fits(model, sd, source=f'{path} [{layout}]')
     model.load_state_dict(sd, strict=True)
     print_log(f'loaded {layout} checkpoint {path}' + (' (EMA)' if use_ema else ''), logger='current')

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from ..hub import DownloadError
 from .checkpoint import CheckpointError, check_fits, convert_checkpoint
 
 
@@ -14,7 +15,8 @@ def parse_arch(text: str):
     return ast.literal_eval(text) if text.startswith('{') else text
 
 
-def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None) -> str:
+def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None,
+                 sha256=None) -> str:
     """Convert ``src`` to this package's layout at ``dst``; with ``arch``, first check
     that a ``ViT5(arch=arch, img_size=img_size)`` loads it. Returns the source layout."""
     grid = None if img_size is None else (img_size // 16, img_size // 16)
@@ -24,7 +26,8 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
         with torch.device('meta'):  # shapes only, no memory
             model = ViT5(arch=arch, img_size=img_size or 224)
         grid = model.patch_grid
-    sd, layout = convert_checkpoint(src, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix, grid=grid)
+    sd, layout = convert_checkpoint(src, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix, grid=grid,
+                                    sha256=sha256)
     if model is not None:
         check_fits(model, sd, source=f'{src} [{layout}]')
     meta = dict(source=str(src), source_layout=layout, ema=use_ema,
@@ -39,7 +42,8 @@ def main(argv=None):
         description='Convert an authors\' ViT-5, a Facebook DeiT-III or a timm deit3_* checkpoint into the '
                     'vit5seg backbone layout (classifier and derived RoPE buffers dropped). The result loads '
                     'with init_cfg=dict(type="Pretrained", checkpoint=DST).')
-    parser.add_argument('src', help='source checkpoint (.pth, .bin or .safetensors); the layout is detected')
+    parser.add_argument('src', help='source checkpoint (.pth, .bin or .safetensors) or its http(s) URL (downloaded '
+                                    'once into the torch hub cache); the layout is detected')
     parser.add_argument('dst', help='where to write the converted .pth')
     parser.add_argument('--arch', type=parse_arch, default=None,
                         help='check the result against this backbone: a preset (vit5-base, deit3-small, ...) or '
@@ -47,6 +51,7 @@ def main(argv=None):
     parser.add_argument('--ema', action='store_true', help='take the weights under model_ema instead of model')
     parser.add_argument('--img-size', type=int, default=None,
                         help='resize pos_embed to this pretraining size (e.g. 384); default: keep it')
+    parser.add_argument('--sha256', help='expected sha256 of SRC (or a prefix of 8+ hex digits)')
     parser.add_argument('--prefix', default=None, help='only keys under this prefix (e.g. "backbone.")')
     parser.add_argument('--allow-unsafe', action='store_true',
                         help='allow full unpickling for files that need it (runs code in the file: trusted '
@@ -54,7 +59,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         layout = convert_file(args.src, args.dst, arch=args.arch, use_ema=args.ema, img_size=args.img_size,
-                              allow_unsafe=args.allow_unsafe, prefix=args.prefix)
-    except CheckpointError as e:
+                              allow_unsafe=args.allow_unsafe, prefix=args.prefix, sha256=args.sha256)
+    except (CheckpointError, DownloadError) as e:
         parser.exit(1, f'error: {e}\n')
     print(f'converted {args.src} ({layout} layout{", EMA" if args.ema else ""}) -> {args.dst}')

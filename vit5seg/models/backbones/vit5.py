@@ -94,16 +94,17 @@ class ViT5(BaseModule):
         with_cp: activation checkpointing of every block during training.
         compile: ``torch.compile`` the block stack (``True``, or a dict of
             ``torch.compile`` arguments such as ``dict(mode='max-autotune')``); the
-            embedding and its RoPE table cache stay eager. Off by default: see the README's
-            Performance section for what it measured.
+            embedding and its RoPE table cache stay eager. Off by default: see
+            docs/performance.md for what it measured.
         frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks
             (``-1``: nothing frozen).
-        pretrained: a checkpoint path, as mmseg's ``model.pretrained`` passes it; the
-            same as ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
-        init_cfg: ``dict(type='Pretrained', checkpoint=PATH)`` loads an authors' ViT-5,
-            a DeiT-III (Facebook or timm layout) or a converted file through
-            :func:`vit5seg.models.checkpoint.load_pretrained`; optional keys
-            ``use_ema``, ``allow_unsafe``, ``prefix``.
+        pretrained: a checkpoint path or URL, as mmseg's ``model.pretrained`` passes it;
+            the same as ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
+        init_cfg: ``dict(type='Pretrained', checkpoint=PATH_OR_URL)`` loads an authors'
+            ViT-5, a DeiT-III (Facebook or timm layout) or a converted file through
+            :func:`vit5seg.models.checkpoint.load_pretrained` (a URL is downloaded once
+            into torch's hub cache); optional keys ``use_ema``, ``allow_unsafe``,
+            ``prefix``, ``sha256`` (checked before loading).
 
     Switches left as ``None`` take the preset's value.
     """
@@ -251,7 +252,8 @@ class ViT5(BaseModule):
         if isinstance(cfg, dict) and cfg.get('type') == 'Pretrained':
             from ..checkpoint import load_pretrained
             load_pretrained(self, cfg['checkpoint'], use_ema=cfg.get('use_ema', False),
-                            allow_unsafe=cfg.get('allow_unsafe', False), prefix=cfg.get('prefix'))
+                            allow_unsafe=cfg.get('allow_unsafe', False), prefix=cfg.get('prefix'),
+                            sha256=cfg.get('sha256'))
             self._is_init = True
         else:
             super().init_weights()

@@ -1,0 +1,259 @@
+"""Checkpoints by URL: downloaded once into torch's hub cache, atomically, resumably,
+verified; every place that takes a checkpoint path takes a URL. Served from 127.0.0.1."""
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+from local_server import closed_port_url, serve
+from mmengine.config import Config
+from mmengine.runner.checkpoint import CheckpointLoader
+
+from conftest import REPO
+from test_checkpoint import _Exploit, _authors_file, _vit5
+from vit5seg import hub
+from vit5seg.engine import launch
+from vit5seg.models.checkpoint import CheckpointError, read_checkpoint
+
+
+@pytest.fixture
+def torch_home(tmp_path, monkeypatch):
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    return tmp_path / 'torch_home' / 'hub' / 'checkpoints'
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The authors-layout tiny file, served; yields (server, reference model, file, its sha256)."""
+    folder = tmp_path / 'www'
+    folder.mkdir()
+    ref, path = _authors_file(folder)
+    with serve(folder) as server:
+        yield server, ref, path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _features_equal(model, ref):
+    img = torch.randn(1, 3, 224, 224)
+    with torch.no_grad():
+        return (model.forward_features(img) - ref.forward_features(img)).abs().max() < 1e-5
+
+
+def test_url_downloads_once_into_torch_home_then_loads_without_the_server(torch_home, tmp_path):
+    folder = tmp_path / 'www'
+    folder.mkdir()
+    ref, path = _authors_file(folder)
+    with serve(folder) as server:
+        url = server.url(path.name)
+        model = _vit5(init_cfg=dict(type='Pretrained', checkpoint=url))
+        model.init_weights()
+        assert _features_equal(model, ref)
+        cached = torch_home / path.name
+        assert cached.read_bytes() == path.read_bytes()
+        assert not list(torch_home.glob('*.partial'))
+        again = _vit5(pretrained=url)  # mmseg's pretrained= is the same path
+        again.init_weights()
+        assert len(server.requests) == 1
+    # the server is gone: the cache answers
+    third = _vit5(init_cfg=dict(type='Pretrained', checkpoint=url))
+    third.init_weights()
+    assert _features_equal(third, ref)
+
+
+def test_sha256_checked_on_download_and_on_cache_hits(torch_home, served):
+    server, ref, path, digest = served
+    url = server.url(path.name)
+    wrong = '0' * 64
+    with pytest.raises(hub.DownloadError) as err:
+        read_checkpoint(url, sha256=wrong)
+    assert digest in str(err.value) and wrong in str(err.value) and url in str(err.value)
+    assert not (torch_home / path.name).exists() and not list(torch_home.glob('*.partial'))
+    model = _vit5(init_cfg=dict(type='Pretrained', checkpoint=url, sha256=digest[:12]))
+    model.init_weights()
+    assert _features_equal(model, ref)
+    (torch_home / path.name).write_bytes(path.read_bytes()[:-1] + b'x')  # the cached copy went bad
+    with pytest.raises(hub.DownloadError, match=f'cached copy of {url}.*expected {digest}.*delete it'):
+        read_checkpoint(url, sha256=digest)
+    with pytest.raises(hub.DownloadError, match='not a hex digest'):
+        hub.check_sha256(path, 'abc')
+
+
+def test_server_closing_mid_file_leaves_nothing_complete_looking_and_the_next_try_resumes(torch_home, served):
+    server, ref, path, digest = served
+    url = server.url(path.name)
+    size = path.stat().st_size
+    server.cut_after = size // 3
+    with pytest.raises(hub.DownloadError, match=f'cannot download {url}.*run again to resume'):
+        read_checkpoint(url)
+    assert not (torch_home / path.name).exists()
+    partial = torch_home / f'{path.name}.partial'
+    assert 0 < partial.stat().st_size < size
+    kept = partial.stat().st_size
+    server.cut_after = None
+    model = _vit5(init_cfg=dict(type='Pretrained', checkpoint=url, sha256=digest))
+    model.init_weights()
+    assert _features_equal(model, ref)
+    assert server.requests[-1][1] == f'bytes={kept}-'  # resumed, not restarted
+    assert not partial.exists()
+
+
+def test_server_without_range_support_restarts_the_download(torch_home, served):
+    server, _, path, digest = served
+    url = server.url(path.name)
+    torch_home.mkdir(parents=True)
+    (torch_home / f'{path.name}.partial').write_bytes(b'stale bytes of another file')
+    server.ranges = False
+    assert hub.sha256sum(hub.cached_download(url, progress=False)) == digest
+
+
+def test_offline_error_names_url_cache_path_and_the_way_out(torch_home):
+    url = closed_port_url('vit5_base_patch16_224.pth')
+    with pytest.raises(hub.DownloadError) as err:
+        _vit5(init_cfg=dict(type='Pretrained', checkpoint=url)).init_weights()
+    text = str(err.value)
+    assert url in text and str(torch_home / 'vit5_base_patch16_224.pth') in text
+    assert 'download_weights.py' in text and 'local path' in text
+    assert not (torch_home / 'vit5_base_patch16_224.pth').exists()
+    assert not list(torch_home.glob('*.partial'))
+
+
+def test_concurrent_ranks_share_one_download(torch_home, served):
+    server, _, path, digest = served
+    server.delay = 0.01  # long enough that the second process arrives mid-download
+    url = server.url(path.name)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(hub.cached_download(url, progress=False)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and all(hub.sha256sum(p) == digest for p in results)
+    assert len(server.requests) == 1
+
+
+def test_runner_loader_reads_urls_weights_only(torch_home, tmp_path):
+    folder = tmp_path / 'www'
+    folder.mkdir()
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {}}, folder / 'iter_10.pth')
+    exploit = _Exploit()
+    exploit.marker = tmp_path / 'pwned'
+    torch.save({'state_dict': {}, 'x': exploit}, folder / 'evil.pth')
+    with serve(folder) as server:
+        ckpt = CheckpointLoader.load_checkpoint(server.url('iter_10.pth'), map_location='cpu')
+        assert torch.equal(ckpt['state_dict']['w'], torch.ones(2))
+        assert (torch_home / 'iter_10.pth').is_file()
+        with pytest.raises(CheckpointError, match='refusing to load'):
+            CheckpointLoader.load_checkpoint(server.url('evil.pth'))
+    assert not exploit.marker.exists()
+
+
+def test_test_tool_and_api_take_a_url(torch_home, tmp_path):
+    from mmengine.registry import init_default_scope
+    from mmseg.registry import MODELS
+
+    from vit5seg.apis import init_model
+    tiny = REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'
+    init_default_scope('mmseg')
+    model = MODELS.build(Config.fromfile(str(tiny)).model)
+    with torch.no_grad():
+        model.decode_head.conv_seg.bias.fill_(0.25)
+    folder = tmp_path / 'www'
+    folder.mkdir()
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, folder / 'tiny.pth')
+    digest = hub.sha256sum(folder / 'tiny.pth')
+    with serve(folder) as server:
+        url = server.url('tiny.pth')
+        args = launch.test_parser().parse_args([str(tiny), url, '--sha256', digest, '--work-dir', str(tmp_path / 'w')])
+        cfg = launch.test_config(args)
+        assert cfg.load_from == str(torch_home / 'tiny.pth')
+        loaded = init_model(str(tiny), url, device='cpu', sha256=digest)
+        assert torch.equal(loaded.decode_head.conv_seg.bias, torch.full((150,), 0.25))
+        with pytest.raises(hub.DownloadError, match='expected 00000000'):
+            init_model(str(tiny), url, device='cpu', sha256='0' * 8)
+        assert len(server.requests) == 1
+
+
+def test_convert_tool_takes_a_url(torch_home, served, tmp_path):
+    server, ref, path, digest = served
+    dst = tmp_path / 'converted.pth'
+    cmd = [sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), server.url(path.name), str(dst),
+           '--sha256', digest]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=_env(torch_home))
+    assert out.returncode == 0, out.stderr
+    model = _vit5(init_cfg=dict(type='Pretrained', checkpoint=str(dst)))
+    model.init_weights()
+    assert _features_equal(model, ref)
+    cmd[-1] = 'f' * 64
+    bad = subprocess.run(cmd, capture_output=True, text=True, env=_env(torch_home))
+    assert bad.returncode == 1 and bad.stderr.startswith('error: ') and digest in bad.stderr
+
+
+def _env(torch_home):
+    return {**os.environ, 'TORCH_HOME': str(torch_home.parents[1])}
+
+
+def test_download_weights_tool_fills_the_cache_from_a_mirror(torch_home, tmp_path):
+    folder = tmp_path / 'mirror'
+    folder.mkdir()
+    for name in ('vit5-small', 'deit3-small'):
+        (folder / hub.file_name(hub.OFFICIAL_WEIGHTS[name])).write_bytes(name.encode() * 1000)
+    tool = [sys.executable, str(REPO / 'tools' / 'download_weights.py')]
+    with serve(folder) as server:
+        mirror = server.url('')
+        out = subprocess.run(tool + ['vit5-small', 'deit3-small', '--mirror', mirror, '--no-progress'],
+                             capture_output=True, text=True, env=_env(torch_home))
+        assert out.returncode == 0, out.stderr
+        for name in ('vit5-small', 'deit3-small'):
+            cached = torch_home / hub.file_name(hub.OFFICIAL_WEIGHTS[name])
+            assert f'{name}: {cached} sha256 {hashlib.sha256(name.encode() * 1000).hexdigest()}' in out.stdout
+        again = subprocess.run(tool + ['vit5-small', '--mirror', mirror, '--no-progress'],
+                               capture_output=True, text=True, env=_env(torch_home))
+        assert '(already there)' in again.stdout and len(server.requests) == 2
+        dest = subprocess.run(tool + ['deit3-small', '--mirror', mirror, '--dest', str(tmp_path / 'ck'),
+                                      '--no-progress'], capture_output=True, text=True, env=_env(torch_home))
+        assert dest.returncode == 0 and (tmp_path / 'ck' / 'deit_3_small_224_1k.pth').is_file()
+        missing = subprocess.run(tool + ['vit5-large', '--mirror', mirror, '--no-progress'],
+                                 capture_output=True, text=True, env=_env(torch_home))
+        assert missing.returncode == 1 and 'HTTP Error 404' in missing.stderr
+    unknown = subprocess.run(tool + ['vit5-huge'], capture_output=True, text=True, env=_env(torch_home))
+    assert unknown.returncode == 1 and 'unknown weights' in unknown.stderr
+    listing = subprocess.run(tool + ['--list'], capture_output=True, text=True).stdout
+    assert all(url in listing for url in hub.OFFICIAL_WEIGHTS.values())
+
+
+def test_missing_official_file_says_where_it_comes_from(tmp_path):
+    with pytest.raises(CheckpointError) as err:
+        read_checkpoint(tmp_path / 'checkpoints' / 'vit5_base_patch16_224.pth')
+    assert hub.OFFICIAL_WEIGHTS['vit5-base'] in str(err.value) and 'download_weights.py vit5-base' in str(err.value)
+
+
+ENTRY_CONFIGS = {
+    'vit5_upernet_ade20k.py': 'vit5-base', 'deit3_upernet_ade20k.py': 'deit3-base',
+    'vit5/vit5-small_upernet_ade20k.py': 'vit5-small', 'vit5/vit5-large_upernet_ade20k.py': 'vit5-large',
+    'deit3/deit3-small_upernet_ade20k.py': 'deit3-small', 'deit3/deit3-large_upernet_ade20k.py': 'deit3-large',
+    'vit5/vit5-base_upernet_ade20k_ld.py': 'vit5-base', 'deit3/deit3-large_upernet_ade20k_ld.py': 'deit3-large',
+    'heads/vit5_fcn_ade20k.py': 'vit5-base',
+}
+
+
+@pytest.mark.parametrize('config,arch', sorted(ENTRY_CONFIGS.items()))
+def test_configs_name_the_official_urls(config, arch):
+    backbone = Config.fromfile(str(REPO / 'configs' / config)).model.backbone
+    assert backbone.arch == arch
+    assert backbone.init_cfg.checkpoint == hub.OFFICIAL_WEIGHTS[arch]
+
+
+def test_ablation_configs_keep_their_own_local_weights():
+    for path in sorted((REPO / 'configs' / 'ablations').glob('*.py')):
+        checkpoint = Config.fromfile(str(path)).model.backbone.init_cfg.checkpoint
+        assert checkpoint.startswith('checkpoints/ablations/') and not hub.is_url(checkpoint), path
+
+
+def test_url_helpers():
+    assert hub.is_url('https://x/y.pth') and not hub.is_url('checkpoints/y.pth')
+    assert hub.official_name('somewhere/deit_3_base_224_1k.pth') == 'deit3-base'
+    with pytest.raises(hub.DownloadError, match='names no file'):
+        hub.file_name('http://127.0.0.1:1/folder/')

@@ -1,0 +1,263 @@
+"""Files by URL: the official weight table, and downloads into torch's hub cache.
+
+A URL is downloaded once to ``$TORCH_HOME/hub/checkpoints/<file name>`` (where
+``torch.hub`` and mmengine put downloaded weights, so their cached copies are hits too).
+Bytes go to ``<file>.partial`` first and are renamed only when complete (and, given a
+sha256, verified): an interrupted download never looks complete, and the next attempt
+resumes it with an HTTP range request. A lock file lets the processes of a multi-GPU
+job share one download.
+
+Written here rather than taken from ``torch.hub.download_url_to_file`` because that
+cannot resume (the ADE20K archive is 923 MB) and its temporary name is random, so the
+eight ranks of a node would each download the same file.
+"""
+import hashlib
+import http.client
+import os
+import sys
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional, Union
+from urllib.parse import urlparse
+
+# One place for the public files. sha256 digests are not published by the authors;
+# tools/download_weights.py prints each file's digest for pinning (init_cfg sha256=...).
+_VIT5 = 'https://huggingface.co/FengWang3211/ViT-5/resolve/main/'
+_DEIT3 = 'https://dl.fbaipublicfiles.com/deit/'
+OFFICIAL_WEIGHTS = {
+    'vit5-small': _VIT5 + 'vit5_small_patch16_224.pth',
+    'vit5-base': _VIT5 + 'vit5_base_patch16_224.pth',
+    'vit5-base-384': _VIT5 + 'vit5_base_patch16_384.pth',
+    'vit5-large': _VIT5 + 'vit5_large_patch16_224.pth',
+    'vit5-large-384': _VIT5 + 'vit5_large_patch16_384.pth',
+    'deit3-small': _DEIT3 + 'deit_3_small_224_1k.pth',   # ImageNet-1k, the fair twin
+    'deit3-base': _DEIT3 + 'deit_3_base_224_1k.pth',
+    'deit3-large': _DEIT3 + 'deit_3_large_224_1k.pth',
+}
+ADE20K_URL = 'http://data.csail.mit.edu/places/ADEchallenge/ADEChallengeData2016.zip'
+
+PathOrUrl = Union[str, os.PathLike]
+_CHUNK = 1 << 20
+
+
+class DownloadError(RuntimeError):
+    """A URL that could not be fetched, or a file whose sha256 is not the expected one."""
+
+
+def is_url(path: PathOrUrl) -> bool:
+    return isinstance(path, str) and path.startswith(('http://', 'https://'))
+
+
+def cache_dir() -> Path:
+    """``$TORCH_HOME/hub/checkpoints`` (torch.hub's and mmengine's download folder)."""
+    import torch.hub
+    return Path(torch.hub.get_dir()) / 'checkpoints'
+
+
+def file_name(url: str) -> str:
+    name = os.path.basename(urlparse(url).path)
+    if not name:
+        raise DownloadError(f'{url} names no file (its path ends with "/")')
+    return name
+
+
+def official_name(path: PathOrUrl) -> Optional[str]:
+    """The weight table's name for a file of that name, e.g. ``vit5-base``."""
+    base = os.path.basename(str(path))
+    return next((arch for arch, url in OFFICIAL_WEIGHTS.items() if file_name(url) == base), None)
+
+
+def sha256sum(path: PathOrUrl) -> str:
+    digest = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(_CHUNK), b''):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_sha256(path: PathOrUrl, expected: Optional[str]) -> None:
+    """Raise if ``path``'s digest does not start with ``expected`` (a full digest or a
+    prefix of at least 8 hex digits, as torch.hub's file names carry)."""
+    if not expected:
+        return
+    expected = expected.strip().lower()
+    if len(expected) < 8 or any(c not in '0123456789abcdef' for c in expected):
+        raise DownloadError(f'sha256 {expected!r} is not a hex digest (or a prefix of 8+ digits of one)')
+    actual = sha256sum(path)
+    if not actual.startswith(expected):
+        raise DownloadError(f'{path}: sha256 is {actual}, expected {expected}')
+
+
+@contextmanager
+def _locked(path: Path):
+    """Hold ``<path>.lock`` exclusively (other processes wait): one download per file."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): concurrent downloads are the caller's problem
+        yield
+        return
+    with open(f'{path}.lock', 'a') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _progress_bar(total: Optional[int], initial: int, name: str, enabled: bool):
+    from tqdm import tqdm
+    # a log file (slurm) gets a line every 10 s instead of a redraw per chunk
+    return tqdm(total=total, initial=initial, unit='B', unit_scale=True, unit_divisor=1024, desc=name,
+                disable=not enabled, mininterval=0.5 if sys.stderr.isatty() else 10, dynamic_ncols=True)
+
+
+def _open(url: str, start: int, timeout: float):
+    headers = {'User-Agent': 'vit5seg'}
+    if start:
+        headers['Range'] = f'bytes={start}-'
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+
+
+def _total_size(resp, start: int) -> Optional[int]:
+    if resp.status == 206:  # Content-Range: bytes START-END/TOTAL
+        total = resp.headers.get('Content-Range', '').rpartition('/')[2]
+        return int(total) if total.isdigit() else None
+    length = resp.headers.get('Content-Length')
+    return int(length) if length and length.isdigit() else None
+
+
+def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: bool = True,
+             timeout: float = 60.) -> Path:
+    """Fetch ``url`` to ``dst`` through ``<dst>.partial`` (resumed if present); ``dst``
+    appears only complete and, with ``sha256``, verified. Raises :class:`DownloadError`."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(f'{dst}.partial')
+    start = partial.stat().st_size if partial.exists() else 0
+    try:
+        try:
+            resp = _open(url, start, timeout)
+        except urllib.error.HTTPError as e:
+            if e.code != 416 or not start:  # 416: the partial file is not a prefix of this file
+                raise
+            partial.unlink()
+            start = 0
+            resp = _open(url, 0, timeout)
+        with resp:
+            if start and resp.status != 206:
+                start = 0  # the server ignored the range: start over
+            total = _total_size(resp, start)
+            received = start
+            with open(partial, 'ab' if start else 'wb') as out, \
+                    _progress_bar(total, start, dst.name, progress) as bar:
+                for block in iter(lambda: resp.read(_CHUNK), b''):
+                    out.write(block)
+                    received += len(block)
+                    bar.update(len(block))
+                out.flush()
+                os.fsync(out.fileno())
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:  # timeouts, resets too
+        reason = e if isinstance(e, urllib.error.HTTPError) else getattr(e, 'reason', None) or e
+        kept = partial.stat().st_size if partial.exists() else 0
+        resume = f' ({kept} bytes kept in {partial}; run again to resume)' if kept else ''
+        raise DownloadError(f'cannot download {url}: {reason}{resume}') from None
+    if total is not None and received != total:
+        raise DownloadError(f'cannot download {url}: the connection closed after {received} of {total} bytes '
+                            f'(kept in {partial}; run again to resume)')
+    try:
+        check_sha256(partial, sha256)
+    except DownloadError as e:
+        partial.unlink()
+        raise DownloadError(f'downloaded {url}, but {e}; the download was deleted') from None
+    os.replace(partial, dst)
+    return dst
+
+
+def cached_download(url: str, sha256: Optional[str] = None, progress: bool = True,
+                    folder: Optional[PathOrUrl] = None) -> Path:
+    """The local copy of ``url`` in ``folder`` (default :func:`cache_dir`), fetched on
+    first use; a cached copy is checked against ``sha256`` when one is given."""
+    dst = Path(folder) if folder is not None else cache_dir()
+    dst = dst / file_name(url)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(dst):
+        if not dst.exists():
+            try:
+                download(url, dst, sha256, progress)
+            except DownloadError as e:
+                raise DownloadError(
+                    f'{e}\nNo copy at {dst} either: put the file there (offline? fetch it on a machine with '
+                    f'internet; for weights `python tools/download_weights.py` with the same TORCH_HOME), or pass '
+                    f'a local path instead of the URL.') from None
+            return dst
+    try:
+        check_sha256(dst, sha256)
+    except DownloadError as e:
+        raise DownloadError(f'cached copy of {url}: {e}; delete it to download again') from None
+    return dst
+
+
+def resolve(path: PathOrUrl, sha256: Optional[str] = None, progress: bool = True) -> str:
+    """A local path for a path or URL: URLs go through the cache; a local file is
+    checked against ``sha256`` when one is given (a missing one is left to the reader)."""
+    if is_url(path):
+        return str(cached_download(str(path), sha256, progress))
+    if sha256 and os.path.isfile(path):
+        check_sha256(path, sha256)
+    return str(path)
+
+
+def fetch_official(names, dest: Optional[PathOrUrl] = None, mirror: Optional[str] = None, progress: bool = True):
+    """Download weight files of the table by name into ``dest`` (default: the cache
+    the configs' URLs resolve to); ``mirror`` replaces each URL's folder (a cluster's
+    copy). Yields ``(name, path, sha256, was_cached)`` as each file is ready."""
+    unknown = [n for n in names if n not in OFFICIAL_WEIGHTS]
+    if unknown:
+        raise DownloadError(f'unknown weights {unknown}; choose from {sorted(OFFICIAL_WEIGHTS)}')
+    for name in names:
+        url = OFFICIAL_WEIGHTS[name]
+        if mirror:
+            url = mirror.rstrip('/') + '/' + file_name(url)
+        folder = Path(dest) if dest is not None else cache_dir()
+        was_cached = (folder / file_name(url)).exists()
+        path = cached_download(url, progress=progress, folder=folder)
+        yield name, path, sha256sum(path), was_cached
+
+
+def main(argv=None):
+    import argparse
+    parser = argparse.ArgumentParser(
+        description='Download the published ViT-5 and DeiT-III ImageNet-1k weights ahead of time (e.g. on the login '
+                    'node of an offline cluster) into the cache the configs\' URLs resolve to, and print each '
+                    'file\'s sha256.')
+    parser.add_argument('names', nargs='*', metavar='ARCH', help=f'any of: {", ".join(OFFICIAL_WEIGHTS)}')
+    parser.add_argument('--all', action='store_true', help='every file of the table')
+    parser.add_argument('--dest', help=f'folder to write to (default: {cache_dir()}, from TORCH_HOME)')
+    parser.add_argument('--mirror', help='fetch <MIRROR>/<file name> instead of the official URL')
+    parser.add_argument('--list', action='store_true', help='print the table of names and URLs and exit')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, url in OFFICIAL_WEIGHTS.items():
+            print(f'{name:15s} {url}')
+        return []
+    names = list(OFFICIAL_WEIGHTS) if args.all else args.names
+    if not names:
+        parser.error('name at least one ARCH, or --all (see --list)')
+    done = []
+    try:
+        for name, path, digest, was_cached in fetch_official(names, args.dest, args.mirror, not args.no_progress):
+            print(f'{name}: {path} sha256 {digest}' + (' (already there)' if was_cached else ''), flush=True)
+            done.append((name, path, digest))
+    except DownloadError as e:
+        parser.exit(1, f'error: {e}\n')
+    if args.dest is not None:
+        print(f'configs name URLs: pass --cfg-options model.backbone.init_cfg.checkpoint={args.dest}/<file>, '
+              f'or put the files in {cache_dir()}')
+    return done
+
+
+__all__ = ['ADE20K_URL', 'DownloadError', 'OFFICIAL_WEIGHTS', 'cache_dir', 'cached_download', 'check_sha256',
+           'download', 'fetch_official', 'file_name', 'is_url', 'official_name', 'resolve', 'sha256sum']
