@@ -97,13 +97,26 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def _qkv(self, x: torch.Tensor, rope: Optional[torch.Tensor]):
         B, N, C = x.shape
         # (B, N, 3C) -> 3 x (B, h, N, D)
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)  # the spec normalises before rotating
         if rope is not None:
             q, k = apply_rope(q, rope), apply_rope(k, rope)
+        return q, k, v
+
+    def attention_rows(self, x: torch.Tensor, queries, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Softmax attention of the tokens at index ``queries`` over all tokens,
+        (B, h, len(queries), N), in float32: what the fused kernel computes but never
+        returns, for a few rows only (no N x N matrix)."""
+        q, k, _ = self._qkv(x, rope)
+        scores = q[:, :, list(queries)].float() @ k.float().transpose(-2, -1) * self.head_dim ** -0.5
+        return scores.softmax(dim=-1)
+
+    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+        B, N, C = x.shape
+        q, k, v = self._qkv(x, rope)
         x = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.attn_drop if self.training else 0.)
         x = x.transpose(1, 2).reshape(B, N, C)
