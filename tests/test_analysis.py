@@ -104,7 +104,8 @@ def test_compare_rows_paper_delta_tolerance_and_unfinished(tmp_path):
     assert base['delta mIoU (ss)'] == 2.5 and base['paper delta mIoU (ss)'] == 2.7 and base['within tolerance'] == 'yes'
     assert compare(runs, tolerance=0.1)[0]['within tolerance'] == 'no'
     assert large['DeiT-III status'] == 'missing (no work dir given)' and large['within tolerance'] == 'no paper figure'
-    assert '| base | 52.10 | 49.60 | +2.50 | +2.7 | yes |' in to_markdown([base, large], runs, 1.0)
+    assert ('| base | 52.10 | 1 | 49.60 | 1 | +2.50 | one run: no interval | +2.7 | one run: no interval | yes |'
+            in to_markdown([base, large], runs, 1.0))
     # multi-scale tests in their own work dirs join the single-scale row of the same size
     ms = [RunResult('a-ms', 'ViT-5', 'base', multi={'mIoU': 53.0}), RunResult('b-ms', 'DeiT-III', 'base',
                                                                               multi={'mIoU': 50.2})]

@@ -174,7 +174,8 @@ def test_compare_pairs_the_twins_and_reports_missing_runs(project, deit3_run):
     assert row['ViT-5 status'] == 'ok' and row['DeiT-III status'] == 'ok (last validation; no test run here)'
     assert row['within tolerance'] == 'no paper figure' and row['ViT-5 mIoU (ms)'] == ''
     md = (cwd / 'cmp' / 'comparison.md').read_text()
-    assert f"| {row['size']} | {tested['mIoU']:.2f} | {deit3_val['mIoU']:.2f} |" in md
+    assert f"| {row['size']} | {tested['mIoU']:.2f} | 1 | {deit3_val['mIoU']:.2f} | 1 |" in md
+    assert row['ViT-5 n'] == row['DeiT-III n'] == '1' and row['paper delta in ci95'] == 'no paper figure'
     assert '- `nowhere`: missing (no mmengine run in this folder)' in md
 
 

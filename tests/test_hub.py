@@ -195,7 +195,7 @@ def _env(torch_home):
     return {**os.environ, 'TORCH_HOME': str(torch_home.parents[1])}
 
 
-def test_download_weights_tool_fills_the_cache_from_a_mirror(torch_home, tmp_path):
+def test_download_weights_tool_fills_the_cache_from_a_mirror(torch_home, tmp_path, capsys):
     folder = tmp_path / 'mirror'
     folder.mkdir()
     for name in ('vit5-small', 'deit3-small'):
@@ -209,18 +209,19 @@ def test_download_weights_tool_fills_the_cache_from_a_mirror(torch_home, tmp_pat
         for name in ('vit5-small', 'deit3-small'):
             cached = torch_home / hub.file_name(hub.OFFICIAL_WEIGHTS[name])
             assert f'{name}: {cached} sha256 {hashlib.sha256(name.encode() * 1000).hexdigest()}' in out.stdout
-        again = subprocess.run(tool + ['vit5-small', '--mirror', mirror, '--no-progress'],
-                               capture_output=True, text=True, env=_env(torch_home))
-        assert '(already there)' in again.stdout and len(server.requests) == 2
-        dest = subprocess.run(tool + ['deit3-small', '--mirror', mirror, '--dest', str(tmp_path / 'ck'),
-                                      '--no-progress'], capture_output=True, text=True, env=_env(torch_home))
-        assert dest.returncode == 0 and (tmp_path / 'ck' / 'deit_3_small_224_1k.pth').is_file()
-        missing = subprocess.run(tool + ['vit5-large', '--mirror', mirror, '--no-progress'],
-                                 capture_output=True, text=True, env=_env(torch_home))
-        assert missing.returncode == 1 and 'HTTP Error 404' in missing.stderr
-    unknown = subprocess.run(tool + ['vit5-huge'], capture_output=True, text=True, env=_env(torch_home))
-    assert unknown.returncode == 1 and 'unknown weights' in unknown.stderr
-    listing = subprocess.run(tool + ['--list'], capture_output=True, text=True).stdout
+        # the rest in-process: the same main() the tool runs
+        hub.main(['vit5-small', '--mirror', mirror, '--no-progress'])
+        assert '(already there)' in capsys.readouterr().out and len(server.requests) == 2
+        hub.main(['deit3-small', '--mirror', mirror, '--dest', str(tmp_path / 'ck'), '--no-progress'])
+        assert (tmp_path / 'ck' / 'deit_3_small_224_1k.pth').is_file()
+        with pytest.raises(SystemExit) as exit_:
+            hub.main(['vit5-large', '--mirror', mirror, '--no-progress'])
+        assert exit_.value.code == 1 and 'HTTP Error 404' in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        hub.main(['vit5-huge'])
+    assert 'unknown weights' in capsys.readouterr().err
+    hub.main(['--list'])
+    listing = capsys.readouterr().out
     assert all(url in listing for url in hub.OFFICIAL_WEIGHTS.values())
 
 
