@@ -76,6 +76,9 @@ def test_sha256_checked_on_download_and_on_cache_hits(torch_home, served):
     (torch_home / path.name).write_bytes(path.read_bytes()[:-1] + b'x')  # the cached copy went bad
     with pytest.raises(hub.DownloadError, match=f'cached copy of {url}.*expected {digest}.*delete it'):
         read_checkpoint(url, sha256=digest)
+    (torch_home / path.name).write_bytes(path.read_bytes()[:4000])  # cut short (e.g. a server that sent no length)
+    with pytest.raises(CheckpointError, match=f'truncated.*the cached download of {url}: delete it'):
+        read_checkpoint(url)
     with pytest.raises(hub.DownloadError, match='not a hex digest'):
         hub.check_sha256(path, 'abc')
 
@@ -106,6 +109,15 @@ def test_server_without_range_support_restarts_the_download(torch_home, served):
     (torch_home / f'{path.name}.partial').write_bytes(b'stale bytes of another file')
     server.ranges = False
     assert hub.sha256sum(hub.cached_download(url, progress=False)) == digest
+
+
+def test_a_download_larger_than_the_free_disk_is_refused_before_it_starts(torch_home, served, monkeypatch):
+    server, _, path, _ = served
+    torch_home.mkdir(parents=True)
+    monkeypatch.setattr(hub.shutil, 'disk_usage', lambda p: hub.shutil._ntuple_diskusage(1 << 30, 1 << 30, 1000))
+    with pytest.raises(hub.DownloadError, match=r'needs \d\.\d MiB more, .* has 0\.0 MiB free'):
+        hub.cached_download(server.url(path.name), progress=False)
+    assert not (torch_home / path.name).exists()
 
 
 def test_offline_error_names_url_cache_path_and_the_way_out(torch_home):

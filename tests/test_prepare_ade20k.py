@@ -112,7 +112,7 @@ def test_zip_of_something_else_is_refused(tmp_path):
 
 def test_free_space_is_checked_before_extracting(release, tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, 'disk_usage', lambda path: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
-    with pytest.raises(DatasetError, match=r'needs 0\.00 GiB \(\+256 MiB spare\), but .* has 0\.00 GiB free'):
+    with pytest.raises(DatasetError, match=r'needs 0\.\d MiB \(\+256\.0 MiB spare\), but .* has 1\.0 MiB free'):
         prepare_ade20k(release, tmp_path / 'ade', progress=False)
     assert not (tmp_path / 'ade' / RELEASE).exists()
 
@@ -134,3 +134,21 @@ def test_missing_source_and_non_ade_folder(tmp_path):
     (tmp_path / 'empty').mkdir()
     with pytest.raises(DatasetError, match='is not an extracted ADE20K release'):
         prepare_ade20k(tmp_path / 'empty', tmp_path / 'ade')
+
+
+def test_damaged_download_is_deleted_so_the_next_run_fetches_it_anew(release, tmp_path):
+    www = tmp_path / 'www'
+    www.mkdir()
+    data = bytearray(release.read_bytes())
+    with zipfile.ZipFile(release) as zf:
+        member = next(m for m in zf.infolist() if m.filename.endswith('.png'))
+    start = member.header_offset + 30 + len(member.filename) + 50
+    data[start:start + 8] = b'\xff' * 8
+    (www / release.name).write_bytes(bytes(data))
+    with serve(www) as server:
+        with pytest.raises(DatasetError, match='damaged.*the download was deleted: run again'):
+            prepare_ade20k(server.url(release.name), tmp_path / 'ade', progress=False)
+        assert not (tmp_path / 'ade' / release.name).exists()
+        (www / release.name).write_bytes(release.read_bytes())  # the server has a good copy again
+        target, reports, _ = prepare_ade20k(server.url(release.name), tmp_path / 'ade', progress=False)
+    assert all(r.ok for r in reports) and target.is_dir()

@@ -14,6 +14,7 @@ eight ranks of a node would each download the same file.
 import hashlib
 import http.client
 import os
+import shutil
 import sys
 import urllib.error
 import urllib.request
@@ -128,6 +129,10 @@ def _total_size(resp, start: int) -> Optional[int]:
     return int(length) if length and length.isdigit() else None
 
 
+def human_size(n: int) -> str:
+    return f'{n / 2**30:.2f} GiB' if n >= 2**30 else f'{n / 2**20:.1f} MiB'
+
+
 def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: bool = True,
              timeout: float = 60.) -> Path:
     """Fetch ``url`` to ``dst`` through ``<dst>.partial`` (resumed if present); ``dst``
@@ -149,6 +154,10 @@ def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: b
             if start and resp.status != 206:
                 start = 0  # the server ignored the range: start over
             total = _total_size(resp, start)
+            free = shutil.disk_usage(dst.parent).free
+            if total is not None and total - start > free:
+                raise DownloadError(f'cannot download {url}: it needs {human_size(total - start)} more, '
+                                    f'{dst.parent} has {human_size(free)} free')
             received = start
             with open(partial, 'ab' if start else 'wb') as out, \
                     _progress_bar(total, start, dst.name, progress) as bar:

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 from typing import List, Tuple
 
-from ..hub import ADE20K_URL, DownloadError, cached_download, is_url
+from ..hub import ADE20K_URL, DownloadError, cached_download, human_size, is_url
 from .check import SplitReport, check_ade20k, format_report
 from .validation import DatasetError
 
@@ -35,8 +35,8 @@ def _check_space(archive: Path, members: List[zipfile.ZipInfo], out: Path) -> No
     need = sum(m.file_size for m in members)
     free = shutil.disk_usage(out).free
     if need + _SPARE_BYTES > free:
-        raise DatasetError(f'extracting {archive} needs {need / 2**30:.2f} GiB (+{_SPARE_BYTES >> 20} MiB spare), '
-                           f'but {out} has {free / 2**30:.2f} GiB free')
+        raise DatasetError(f'extracting {archive} needs {human_size(need)} (+{human_size(_SPARE_BYTES)} spare), '
+                           f'but {out} has {human_size(free)} free')
 
 
 def extract_release(archive, out, progress: bool = True) -> Path:
@@ -94,7 +94,11 @@ def prepare_ade20k(src, out='data/ade', progress: bool = True,
         done = 'already prepared: checked only'
     elif is_url(src):
         archive = cached_download(str(src), progress=progress, folder=out)
-        extract_release(archive, out, progress)
+        try:
+            extract_release(archive, out, progress)
+        except DatasetError as e:
+            archive.unlink()  # our own download: the next run fetches it anew instead of reusing it
+            raise DatasetError(f'{e} (the download was deleted: run again to fetch it anew)') from None
         done = f'downloaded {src} to {archive} and extracted it'
     else:
         src = Path(src)

@@ -19,7 +19,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from mmengine.logging import print_log
 
-from ..hub import OFFICIAL_WEIGHTS, official_name, resolve
+from ..hub import OFFICIAL_WEIGHTS, is_url, official_name, resolve
 from .layers import rope_frequencies
 
 StateDict = Dict[str, torch.Tensor]
@@ -43,7 +43,16 @@ def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256
     unpickling, with a warning: only for files from a source you trust.
     ``map_location`` is torch.load's.
     """
-    path = Path(resolve(path, sha256))
+    local = Path(resolve(path, sha256))
+    try:
+        return _read_local(local, allow_unsafe, map_location)
+    except CheckpointError as e:
+        if is_url(path) and not str(e).startswith('refusing'):
+            raise CheckpointError(f'{e}; it is the cached download of {path}: delete it to download again') from None
+        raise
+
+
+def _read_local(path: Path, allow_unsafe: bool, map_location):
     if not path.is_file():
         raise CheckpointError(f'checkpoint {path} does not exist{_where_to_get(path)}')
     if path.suffix == '.safetensors':
