@@ -121,7 +121,7 @@ def _open(url: str, start: int, timeout: float):
     return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
-def _total_size(resp, start: int) -> Optional[int]:
+def _total_size(resp) -> Optional[int]:
     if resp.status == 206:  # Content-Range: bytes START-END/TOTAL
         total = resp.headers.get('Content-Range', '').rpartition('/')[2]
         return int(total) if total.isdigit() else None
@@ -153,7 +153,7 @@ def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: b
         with resp:
             if start and resp.status != 206:
                 start = 0  # the server ignored the range: start over
-            total = _total_size(resp, start)
+            total = _total_size(resp)
             free = shutil.disk_usage(dst.parent).free
             if total is not None and total - start > free:
                 raise DownloadError(f'cannot download {url}: it needs {human_size(total - start)} more, '
@@ -269,4 +269,4 @@ def main(argv=None):
 
 
 __all__ = ['ADE20K_URL', 'DownloadError', 'OFFICIAL_WEIGHTS', 'cache_dir', 'cached_download', 'check_sha256',
-           'download', 'fetch_official', 'file_name', 'is_url', 'official_name', 'resolve', 'sha256sum']
+           'download', 'fetch_official', 'file_name', 'human_size', 'is_url', 'official_name', 'resolve', 'sha256sum']
