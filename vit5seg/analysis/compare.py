@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from mmengine.config import Config
 
 from ..models.backbones.vit5 import ARCH_PRESETS, VIT5_SWITCHES, resolve_arch
+from .resolution import write_csv
 from .stats import Interval, summarize, welch_interval
 
 FAMILIES = {'vit5': 'ViT-5', 'deit3': 'DeiT-III'}
@@ -180,7 +181,6 @@ def _attach_to_training(result: RunResult, checkpoint: str) -> None:
 @dataclass
 class Group:
     """The runs of one group after merging each training's dirs: a value per run."""
-    runs: List[RunResult]                       # what was given, in order
     values: Dict[Tuple[str, str], List[float]]  # (metric, scale) -> one value per training
     seeds: List[Optional[int]]
     notes: List[str]
@@ -218,7 +218,7 @@ def merge_group(runs: Sequence[RunResult]) -> Group:
             notes.append(f'seed {seed} appears in {seeds.count(seed)} different trainings: each is counted; '
                          f'check that they are not the same run twice')
     used = [r for i, r in enumerate(used) if all(r is not u for u in used[:i])]
-    return Group(list(runs), values, seeds, notes, used)
+    return Group(values, seeds, notes, used)
 
 
 def _interval_cells(interval: Optional[Interval]) -> Tuple[Optional[float], Optional[float]]:
@@ -436,14 +436,6 @@ def plot_ablations(rows: List[dict], path) -> None:
     plt.close(fig)
 
 
-def write_csv(path, fields: Sequence[str], rows: List[dict]) -> None:
-    import csv
-    with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction='ignore')
-        writer.writeheader()
-        writer.writerows({k: ('' if v is None else v) for k, v in row.items()} for row in rows)
-
-
 def main(argv=None):
     import argparse
     parser = argparse.ArgumentParser(
@@ -469,7 +461,7 @@ def main(argv=None):
             parser.exit(1, f'error: {e}\n')
         markdown = ablations_markdown(rows)
         (out / 'ablations.md').write_text(markdown)
-        write_csv(out / 'ablations.csv', ABLATION_FIELDS, rows)
+        write_csv(out / 'ablations.csv', ABLATION_FIELDS, csv_rows(rows))
         plot_ablations(rows, out / 'ablations.png')
         for r in runs:
             if not r.switches:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .resolution import IMAGENET_MEAN, IMAGENET_STD, Policy, backbone_config, build_backbone
+from .resolution import IMAGENET_MEAN, IMAGENET_STD, Policy, backbone_config, build_backbone, read_rgb, write_csv
 
 VIEWS = ('pca', 'attention', 'norms')
 NORM_FIELDS = ['model', 'size', 'tap', 'median_norm', 'max_norm', 'outlier_fraction']
@@ -52,12 +52,15 @@ def check_sizes(sizes: Sequence[int], patch_size: int = 16) -> None:
         raise ValueError(f'--sizes {small}: smaller than one {patch_size}x{patch_size} patch')
 
 
+def _short_side_shape(h: int, w: int, size: int) -> Tuple[int, int]:
+    scale = size / min(h, w)
+    return max(size, round(h * scale)), max(size, round(w * scale))
+
+
 def resize_short_side(image: torch.Tensor, size: int, patch_size: int = 16) -> torch.Tensor:
     """An RGB (3, H, W) image in [0, 255] resized so its short side is ``size`` (aspect kept)."""
     check_sizes([size], patch_size)
-    h, w = image.shape[-2:]
-    scale = size / min(h, w)
-    shape = (max(size, round(h * scale)), max(size, round(w * scale)))
+    shape = _short_side_shape(*image.shape[-2:], size)
     return F.interpolate(image[None].float(), size=shape, mode='bicubic', align_corners=False,
                          antialias=True)[0].clamp(0, 255)
 
@@ -236,21 +239,12 @@ def plot_norms(rows: List[Tuple[str, List[Tuple[int, torch.Tensor]]]], outlier_r
 
 # ---- the whole tool ----
 
-def load_image(path) -> Optional[torch.Tensor]:
-    """RGB float (3, H, W) in [0, 255], or None if the file cannot be decoded."""
-    import cv2
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if img is None:
-        return None
-    return torch.from_numpy(img[..., ::-1].copy()).permute(2, 0, 1).float()
-
-
 def collect_images(inputs: Sequence[str]) -> List[Path]:
-    exts = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
+    from ..apis.infer import IMAGE_EXTS
     paths = []
     for item in inputs:
         p = Path(item)
-        paths += sorted(q for q in p.iterdir() if q.suffix.lower() in exts) if p.is_dir() else [p]
+        paths += sorted(q for q in p.iterdir() if q.suffix.lower() in IMAGE_EXTS) if p.is_dir() else [p]
     return paths
 
 
@@ -289,8 +283,6 @@ def visualize(models: List[ModelEntry], images: Sequence[Path], sizes: Sequence[
               views: Sequence[str] = VIEWS, outlier_ratio: float = 3.0, progress: bool = True) -> VisualizeResult:
     """Write the figures and ``norms.csv`` into ``out``."""
     from tqdm import tqdm
-
-    from .resolution import write_csv
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     check_taps(models, taps)
@@ -308,7 +300,7 @@ def visualize(models: List[ModelEntry], images: Sequence[Path], sizes: Sequence[
 
     stems = set()
     for path in tqdm(images, unit='image', disable=not progress, dynamic_ncols=True):
-        image = load_image(path)
+        image = read_rgb(path)
         if image is None:
             result.skipped.append((str(path), 'not a readable image'))
             continue
@@ -349,9 +341,8 @@ def visualize(models: List[ModelEntry], images: Sequence[Path], sizes: Sequence[
 
 def grid_shape(image_shape: Tuple[int, int], size: int, patch_size: int = 16) -> Tuple[int, int]:
     """The patch grid of an image resized to short side ``size`` (the patch embedding pads)."""
-    h, w = image_shape
-    scale = size / min(h, w)
-    return (math.ceil(max(size, round(h * scale)) / patch_size), math.ceil(max(size, round(w * scale)) / patch_size))
+    h, w = _short_side_shape(*image_shape, size)
+    return math.ceil(h / patch_size), math.ceil(w / patch_size)
 
 
 def main(argv=None):

@@ -208,16 +208,24 @@ def plot_sweep(rows: List[dict], path) -> None:
 
 # ---- backbone only: does the representation survive a larger input? ----
 
+def read_rgb(path) -> Optional[torch.Tensor]:
+    """An image file as RGB float (3, H, W) in [0, 255], or None if it cannot be decoded."""
+    import cv2
+    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if img is None:
+        return None
+    return torch.from_numpy(img[..., ::-1].copy()).permute(2, 0, 1).float()
+
+
 def load_images(folder, limit: int) -> List[torch.Tensor]:
     """RGB float images (3, H, W) in [0, 255] from a folder."""
-    import cv2
     paths = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in ('.jpg', '.jpeg', '.png', '.bmp', '.webp'))
     images = []
     for p in paths[:limit]:
-        img = cv2.imread(str(p), cv2.IMREAD_COLOR)
+        img = read_rgb(p)
         if img is None:
             raise ValueError(f'{p}: not a readable image')
-        images.append(torch.from_numpy(img[..., ::-1].copy()).permute(2, 0, 1).float())
+        images.append(img)
     if len(images) < 2:
         raise ValueError(f'{folder}: need at least 2 images (found {len(images)}); the unrelated-image '
                          'baseline compares different images')
