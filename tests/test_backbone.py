@@ -1,6 +1,7 @@
 """ViT5 construction, taps, switches and the per-grid caches."""
 import copy
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -94,6 +95,60 @@ def test_complex_rope_equals_timms_rotation():
     q = torch.randn(2, 3, 1 + 35 + 4, 32)
     assert torch.allclose(apply_rope(q, rope((5, 7), torch.device('cpu'), torch.float32)),
                           apply_rot_embed_cat(q, sincos), atol=1e-6)
+
+
+def test_real_rope_table_equals_the_complex_one_and_is_used_while_tracing(monkeypatch):
+    rope = SequenceRope(32, ref_grid=(14, 14), num_registers=4)
+    complex_table = rope((5, 7), torch.device('cpu'), torch.float32)
+    real_table = rope((5, 7), torch.device('cpu'), torch.float32, real=True)
+    assert real_table.shape == (*complex_table.shape, 2) and not real_table.is_complex()
+    q = torch.randn(2, 3, 1 + 35 + 4, 32, requires_grad=True)
+    by_complex, by_real = apply_rope(q, complex_table), apply_rope(q, real_table)
+    assert (by_complex - by_real).abs().max() <= 1e-6
+    grads = [torch.autograd.grad(out.square().sum(), q)[0] for out in (apply_rope(q, complex_table),
+                                                                     apply_rope(q, real_table))]
+    assert (grads[0] - grads[1]).abs().max() <= 1e-5
+    # eager keeps the faster complex table; compile=True and graph tracing get the real one
+    model, seen = tiny(num_layers=1, out_indices=(0,)), []
+    monkeypatch.setattr(model.blocks[0].attn, 'forward', lambda x, rope=None: seen.append(rope.is_complex()) or x)
+    model(torch.randn(1, 3, 32, 32))
+    monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
+    model(torch.randn(1, 3, 32, 32))
+    assert seen == [True, False]
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_rmsnorm_implementations_agree(dtype):
+    x = torch.randn(2, 7, 16, dtype=dtype, requires_grad=True)
+    exact, fused = RMSNorm(16, impl='exact'), RMSNorm(16, impl='fused')
+    with torch.no_grad():
+        exact.weight.normal_()
+        fused.weight.copy_(exact.weight)
+    outs = [norm(x) for norm in (exact, fused)]
+    probe = torch.randn(2, 7, 16)
+    grads = [torch.autograd.grad((out.float() * probe).sum(), x)[0] for out in outs]
+    tol = 1e-6 if dtype == torch.float32 else 3e-2  # bf16: one rounding of the normalised value apart
+    assert (outs[0].float() - outs[1].float()).abs().max() <= tol * outs[0].float().abs().max()
+    assert (grads[0].float() - grads[1].float()).abs().max() <= 10 * tol * grads[0].float().abs().max()
+
+
+def test_rms_norm_impl_switch_reaches_every_norm_and_auto_picks_per_device():
+    model = tiny(rms_norm_impl='fused')
+    norms = [m for m in model.modules() if isinstance(m, RMSNorm)]
+    assert norms and {m.impl for m in norms} == {'fused'}  # block norms, QK-norm, final norm
+    assert {m.impl for m in tiny().modules() if isinstance(m, RMSNorm)} == {'auto'}
+    with pytest.raises(ValueError, match="rms_norm_impl must be one of"):
+        tiny(rms_norm_impl='fast')
+    calls = []
+    norm = RMSNorm(8)
+    original = torch.nn.functional.rms_norm
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.nn.functional, 'rms_norm', lambda *a, **k: calls.append('fused') or original(*a, **k))
+        norm(torch.randn(2, 8))                      # CPU: the exact (hand-written) one
+        assert calls == []
+        norm.impl = 'fused'
+        norm(torch.randn(2, 8))
+        assert calls == ['fused']
 
 
 def test_rmsnorm_follows_the_spec_formula_and_dtype_order():
@@ -277,7 +332,11 @@ def test_compiled_backbone_trains_like_the_eager_one():
     compiled, eager = ViT5(arch=arch, compile=True).train(), ViT5(arch=arch).train()
     eager.load_state_dict(compiled.state_dict())
     x = torch.randn(2, 3, 32, 48)
-    losses = [m(x)[0].pow(2).mean() for m in (compiled, eager)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        losses = [m(x)[0].pow(2).mean() for m in (compiled, eager)]
+    # the real-valued RoPE table: inductor generates code for the whole block stack
+    assert not [w for w in caught if 'complex' in str(w.message)]
     assert torch.allclose(*losses, rtol=1e-5)
     for loss in losses:
         loss.backward()

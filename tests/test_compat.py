@@ -29,7 +29,7 @@ def test_mmseg_models_import_and_missing_ops_fail_clearly():
         except ModuleNotFoundError as e:          # what mmseg's guarded imports catch
             print('ERR', e)
     """)
-    assert "ERR mmcv compiled op 'nms' is not available" in stdout and 'mmcv-lite' in stdout
+    assert "ERR mmcv compiled op 'nms' is not available" in stdout and 'mmcv-lite' in stdout and 'full mmcv' in stdout
 
 
 def test_mmseg_config_inheritance_without_pkg_resources():
@@ -89,3 +89,22 @@ def test_init_dist_and_ddp_on_cpu():
         print(torch.distributed.get_backend(), get_world_size())
     """)
     assert stdout.split() == ['gloo', '1']
+
+
+def test_a_compiled_mmcv_ext_keeps_its_kernels():
+    """With full mmcv (a real ``mmcv._ext``) nothing is replaced by the pure-PyTorch stand-ins."""
+    _run("""
+        import sys, types
+        class CompiledExt(types.ModuleType):   # what full mmcv provides: every kernel mmcv.ops asks for
+            def __getattr__(self, name):
+                if name.startswith('__'):
+                    raise AttributeError(name)
+                return lambda *args, **kwargs: None
+        sys.modules['mmcv._ext'] = CompiledExt('mmcv._ext')
+        import vit5seg
+        from vit5seg import compat
+        import mmcv.ops.multi_scale_deform_attn as msda, mmcv.ops.psa_mask as psa
+        assert compat.has_compiled_mmcv_ops()
+        assert msda.MultiScaleDeformableAttnFunction.__module__ == 'mmcv.ops.multi_scale_deform_attn'
+        assert psa.psa_mask.__self__.__name__ == 'PSAMaskFunction'
+    """)

@@ -46,7 +46,7 @@ def test_readme_gpu_commands_use_real_flags():
     commands = [line.split('#')[0].strip() for line in block.splitlines() if line.strip()]
     tools = [c for c in commands if 'tools/' in c]
     assert [re.search(r'tools/([\w.]+)', c).group(1) for c in tools] == [
-        'prepare_ade20k.py', 'download_weights.py', 'dist_train.sh', 'dist_train.sh', 'dist_test.sh',
+        'selfcheck.py', 'prepare_ade20k.py', 'download_weights.py', 'dist_train.sh', 'dist_train.sh', 'dist_test.sh',
         'dist_test.sh', 'compare.py']
     for command in tools:
         tool = REPO / re.search(r'(tools/[\w.]+)', command).group(1)

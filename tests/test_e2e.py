@@ -13,6 +13,7 @@ import torch
 
 from conftest import REPO
 from vit5seg.datasets import make_synthetic_ade20k
+from vit5seg.selfcheck import DDP_WORKER
 
 pytestmark = pytest.mark.slow
 ENV = {**os.environ, 'OMP_NUM_THREADS': '2', 'PYTHONUNBUFFERED': '1'}
@@ -89,15 +90,7 @@ def test_resume_continues_iteration_lr_and_optimizer_state(project):
     assert lrs[20] == pytest.approx(before[20])
 
 
-RANK_DUMP = """
-import os, sys, torch
-import vit5seg
-from vit5seg.engine.launch import train
-runner = train(sys.argv[1:])
-model = runner.model.module if hasattr(runner.model, 'module') else runner.model
-torch.save({n: p.detach() for n, p in model.named_parameters()},
-           os.path.join(runner.work_dir, f"rank{os.environ['RANK']}.pth"))
-"""
+RANK_DUMP = DDP_WORKER  # trains through tools/train.py's logic, saves each rank's parameters
 
 
 def test_torchrun_two_ranks_on_cpu_end_with_identical_weights(project):

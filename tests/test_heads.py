@@ -6,42 +6,14 @@ import importlib.util
 import pytest
 import torch
 from mmengine.config import Config, ConfigDict
-from mmengine.model.utils import revert_sync_batchnorm
 from mmseg.registry import MODELS
-from mmseg.utils import register_all_modules
 
 from conftest import REPO
 from test_segmentor import _batch
+from vit5seg.registry_audit import tiny_segmentor  # the configs' segmentor, 4 blocks 96 wide
 
 HEADS = ['fcn', 'pspnet', 'deeplabv3plus', 'segformer', 'segmenter', 'setr-pup', 'setr-mla', 'dpt', 'mask2former']
-WIDTH, TINY_WIDTH, TINY_DEPTH = 768, 96, 4
 HAS_MMDET = importlib.util.find_spec('mmdet') is not None
-
-
-def _shrink(obj):
-    """Every channel count equal to the backbone width becomes the tiny width."""
-    if isinstance(obj, dict):
-        return {k: _shrink(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_shrink(v) for v in obj)
-    return TINY_WIDTH if obj == WIDTH and not isinstance(obj, bool) else obj
-
-
-def tiny_segmentor(config):
-    """The segmentor of ``config`` with a 4-block, 96-wide backbone and no pretrained weights."""
-    register_all_modules(init_default_scope=True)
-    cfg = Config.fromfile(str(config))
-    model_cfg = cfg.model.to_dict()
-    model_cfg['pretrained'] = None
-    backbone = model_cfg.pop('backbone')
-    num_taps = len(backbone['out_indices'])  # the same number of taps, the last blocks
-    model_cfg = _shrink(model_cfg)
-    model_cfg['backbone'] = {**backbone, 'embed_dims': TINY_WIDTH, 'num_layers': TINY_DEPTH, 'num_heads': 2,
-                             'out_indices': tuple(range(TINY_DEPTH - num_taps, TINY_DEPTH)), 'init_cfg': None}
-    model_cfg['data_preprocessor']['size'] = (64, 64)
-    model = revert_sync_batchnorm(MODELS.build(ConfigDict(model_cfg)))
-    model.init_weights()
-    return model
 
 
 @pytest.mark.parametrize('head', HEADS)

@@ -12,7 +12,7 @@ from mmengine.model.weight_init import trunc_normal_
 from mmseg.registry import MODELS
 from timm.layers import PatchEmbed, resample_abs_pos_embed
 
-from ..layers import Block, SequenceRope, build_norm
+from ..layers import Block, RMSNorm, SequenceRope, build_norm, check_rms_norm_impl, tracing_for_graph
 
 # The ablation axes of the paper, with ViT-5's published choice for each.
 VIT5_SWITCHES = dict(norm_type='rmsnorm', use_rope=True, num_registers=4, register_rope=True,
@@ -71,6 +71,9 @@ class ViT5(BaseModule):
         out_indices: blocks whose outputs are returned (negative counts from the end).
         embed_dims, num_layers, num_heads, mlp_ratio: override the preset's size.
         norm_type: ``'rmsnorm'`` (ViT-5) or ``'layernorm'`` (DeiT-III); also used by QK-norm.
+        rms_norm_impl: how RMSNorm is computed: ``'exact'`` (the authors' dtype order, hand
+            written), ``'fused'`` (``torch.nn.functional.rms_norm``) or ``'auto'`` (exact on
+            CPU, fused on GPUs); equal in float32. See :class:`vit5seg.models.layers.RMSNorm`.
         use_rope: 2D RoPE on the patch tokens (theta ``rope_theta``).
         rope_ref_grid: grid the patch positions are squeezed into per axis; ``None``:
             ``img_size // patch_size`` (the authors' rule); ``'integer'``: integer
@@ -121,6 +124,7 @@ class ViT5(BaseModule):
                  mlp_ratio: float = 4.,
                  norm_type: Optional[str] = None,
                  norm_eps: float = 1e-6,
+                 rms_norm_impl: str = 'auto',
                  use_rope: Optional[bool] = None,
                  rope_theta: float = 10000.,
                  rope_ref_grid: Union[None, str, int, Sequence[int]] = None,
@@ -217,6 +221,10 @@ class ViT5(BaseModule):
                   drop_path=dpr[i])
             for i in range(depth)])
         self.norm = build_norm(s['norm_type'], C, norm_eps)
+        self.rms_norm_impl = check_rms_norm_impl(rms_norm_impl)
+        for m in self.modules():
+            if isinstance(m, RMSNorm):
+                m.impl = rms_norm_impl
         if not final_norm:
             # Kept so checkpoints load strictly, but unused by the taps: frozen, or DDP
             # would wait for its gradient forever.
@@ -284,8 +292,9 @@ class ViT5(BaseModule):
                                       num_prefix_tokens=0, interpolation=self.interpolate_mode,
                                       antialias=False)
 
-    def embed(self, x: torch.Tensor):
-        """Image (B, 3, H, W) -> tokens (B, 1 + h*w + R, C), patch grid (h, w), RoPE table."""
+    def embed(self, x: torch.Tensor, real_rope: bool = False):
+        """Image (B, 3, H, W) -> tokens (B, 1 + h*w + R, C), patch grid (h, w), RoPE table
+        (complex, or real [cos, sin] pairs with ``real_rope`` or while a graph is traced)."""
         B = x.shape[0]
         if min(x.shape[-2:]) < self.patch_size:
             # padding would make a "grid" of one mostly-empty patch: surely a config slip
@@ -299,11 +308,12 @@ class ViT5(BaseModule):
         if self.reg_token is not None:
             tokens.append(self.reg_token.expand(B, -1, -1))
         x = self.pos_drop(torch.cat(tokens, dim=1))
-        rope = None if self.rope is None else self.rope((h, w), x.device, x.dtype)
+        real_rope = real_rope or tracing_for_graph()
+        rope = None if self.rope is None else self.rope((h, w), x.device, x.dtype, real=real_rope)
         return x, (h, w), rope
 
     def forward(self, x: torch.Tensor):
-        x, grid, rope = self.embed(x)
+        x, grid, rope = self.embed(x, real_rope=self.compile_cfg is not None)
         run = self._run_blocks
         if self.compile_cfg is not None:
             if self._compiled_blocks is None:
