@@ -1,5 +1,6 @@
 """The benchmark's naive peer is a faithful ViT-5, the tool reports what the interface
 names, and mixed precision stays close to float32."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -78,3 +79,15 @@ def test_amp_configs():
         cfg = Config.fromfile(str(REPO / 'configs' / 'vit5' / f'vit5-base_upernet_ade20k_amp-{kind}.py'))
         assert cfg.optim_wrapper.type == 'AmpOptimWrapper' and cfg.optim_wrapper.dtype == dtype
         assert cfg.optim_wrapper.constructor == 'ViT5OptimWrapperConstructor'
+
+
+def test_segmentor_timings_give_inference_figures_in_float32_bf16_and_onnxruntime():
+    from vit5seg.benchmark import segmentor_timings
+    arch = {'embed_dims': 32, 'num_layers': 4, 'num_heads': 2}
+    result = segmentor_timings(arch, crop=64, batch=2, device='cpu', warmup=0, repeats=1, slide_shape=(64, 128))
+    for key in ('segmentor_train_step_s', 'slide_inference_2048x512_s', 'slide_bf16_s', 'whole_images_s',
+                'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_slide_speedup'):
+        assert result[key] > 0, key
+    assert 0.5 <= result['bf16_label_agreement'] <= 1
+    if importlib.util.find_spec('onnxruntime') is not None:  # the deploy extra, installed with the tests
+        assert result['whole_onnxruntime_images_s'] > 0 and result['onnxruntime_vs_pytorch'] > 0

@@ -134,6 +134,19 @@ def test_demo_training_learns(tmp_path):
     assert Path(checkpoint).is_file() and len(overlays) == 8
     assert metrics['mIoU'] > before + 15, (before, metrics)
 
+    # the trained model under bf16 autocast (issue #17): tools/test.py --amp and init_model(amp=)
+    _run([REPO / 'tools' / 'test.py', TINY_CONFIG, checkpoint, '--amp', '--work-dir', tmp_path / 'amp',
+          '--cfg-options', *opts], tmp_path)
+    amp_metrics = json.loads(sorted((tmp_path / 'amp').glob('*/*.json'))[-1].read_text())
+    assert abs(amp_metrics['mIoU'] - metrics['mIoU']) <= 0.5, (amp_metrics, metrics)
+    from vit5seg.apis import inference_model, init_model
+    images = sorted(str(p) for p in (root / 'images' / 'validation').glob('*.jpg'))
+    fp32, bf16 = (init_model(TINY_CONFIG, checkpoint, device='cpu', amp=amp) for amp in (None, 'bf16'))
+    assert bf16.forward.amp_dtype == torch.bfloat16
+    agree = [(a.pred_sem_seg.data == b.pred_sem_seg.data).float().mean().item()
+             for a, b in zip(inference_model(fp32, images), inference_model(bf16, images))]
+    assert min(agree) >= 0.99, agree
+
 
 @pytest.fixture(scope='module')
 def deit3_run(project):

@@ -2,7 +2,7 @@
 """mIoU at several test resolutions, whole-image and sliding-window, one line per model.
 
 python tools/resolution_sweep.py CONFIG CKPT [CONFIG CKPT ...] --sizes 256 512 768 1024 --out DIR
-    [--modes whole slide] [--rope-ref-grid authors integer] [--pos-embed-mode bicubic bilinear]
+    [--modes whole slide] [--rope-ref-grid authors integer] [--pos-embed-mode bicubic bilinear] [--amp]
 Writes DIR/sweep.csv (model, size, mode, mIoU, mAcc, aAcc, policy, scale, ...) and DIR/sweep.png.
 A size is the test short side (the long side capped in the config's own proportion, 4x for
 ADE20K's 2048x512). Each --rope-ref-grid / --pos-embed-mode combination is its own line, so
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import vit5seg  # noqa: F401
 from vit5seg.analysis.resolution import CSV_FIELDS, SweepRun, parse_rope_grid, plot_sweep, sweep, write_csv
+from vit5seg.engine.amp import add_amp_arguments
 from vit5seg.engine.launch import run_tool
 
 
@@ -35,6 +36,7 @@ def parse_args(argv=None):
                         help='sliding-window stride (default 2/3 of the training crop)')
     parser.add_argument('--device', help='cuda:0, cpu, ... (default: first GPU if any)')
     parser.add_argument('--no-progress', action='store_true')
+    add_amp_arguments(parser)
     args = parser.parse_args(argv)
     if len(args.pairs) % 2:
         parser.error('give a CONFIG and a CKPT for every model')
@@ -58,7 +60,7 @@ def main(argv=None):
     names = args.names or [None] * len(pairs)
     runs = [SweepRun(config, ckpt, name) for (config, ckpt), name in zip(pairs, names)]
     rows = sweep(runs, args.sizes, args.modes, args.rope_ref_grid, args.pos_embed_mode, device=args.device,
-                 stride=args.stride, progress=not args.no_progress)
+                 stride=args.stride, progress=not args.no_progress, amp=args.amp_dtype if args.amp else None)
     out = Path(args.out)
     write_csv(out / 'sweep.csv', CSV_FIELDS, rows)
     plot_sweep(rows, out / 'sweep.png')

@@ -7,6 +7,7 @@ DeiT-III and RoPE ViT (``forward_intermediates``), and the straightforward ViT-5
 :func:`reference_forward`.
 """
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -15,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict, List
 
 import torch
@@ -27,6 +29,8 @@ from .models.convert import parse_arch
 TARGETS = {'ratio_vs_timm_rope_vit': ('<=', 1.05), 'deit3_ratio_vs_timm_deit3': ('<=', 1.03),
            'ratio_vs_mmseg_vit': ('<=', 0.65), 'speedup_vs_reference': ('>=', 1.7),
            'with_cp_memory_ratio': ('<=', 0.60), 'with_cp_time_ratio': ('<=', 1.4)}
+# issue #17's, with --segmentor (ViT-5-S + UperNet, 512x512, CPU)
+SEGMENTOR_TARGETS = {'bf16_whole_speedup': ('>=', 2.0), 'onnxruntime_vs_pytorch': ('>=', 1.0)}
 
 # ratio -> (numerator, denominator) among the timed steps
 RATIO_TERMS = {'ratio_vs_mmseg_vit': ('ours', 'mmseg_vit'), 'ratio_vs_timm_rope_vit': ('ours', 'timm_rope_vit'),
@@ -230,9 +234,11 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
     return result
 
 
-def segmentor_timings(arch, crop, batch, device, warmup, repeats) -> dict:
-    """The entry config's UperNet with this backbone: one train step, and sliding-window
-    inference of one 2048x512 image."""
+def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(512, 2048)) -> dict:
+    """The entry config's UperNet with this backbone: one train step; sliding-window
+    inference of one 2048x512 image and whole-image inference of one crop, in float32
+    and under bf16 autocast; whole-image inference with ONNX Runtime (CPU, with the
+    deploy extra). All interleaved in one process."""
     from mmengine.config import Config, ConfigDict
     from mmengine.model.utils import revert_sync_batchnorm
     from mmengine.structures import PixelData
@@ -263,19 +269,68 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats) -> dict:
         sum(v for k, v in losses.items() if 'loss' in k).backward()
         optim.step()
 
-    big = torch.randn(1, 3, 512, 2048, device=device)
-    meta = [SegDataSample(metainfo=dict(img_shape=(512, 2048), ori_shape=(512, 2048), pad_shape=(512, 2048)))]
+    big = torch.randn(1, 3, *slide_shape, device=device)
+    meta = [SegDataSample(metainfo=dict(img_shape=slide_shape, ori_shape=slide_shape, pad_shape=slide_shape))]
+    window = min(512, *slide_shape)
+    kind = torch.device(device).type
+    bf16 = torch.autocast(kind, dtype=torch.bfloat16)
 
-    def slide():
-        model.eval()
-        # the protocol's window, whatever the training crop of the benchmark
-        model.test_cfg = ConfigDict(mode='slide', crop_size=(512, 512), stride=(341, 341))
-        with torch.no_grad():
-            model.predict(big, meta)
+    def slide(autocast=contextlib.nullcontext):
+        def run():
+            model.eval()
+            # the protocol's window, whatever the training crop of the benchmark
+            model.test_cfg = ConfigDict(mode='slide', crop_size=(window, window), stride=(window * 2 // 3,) * 2)
+            with torch.no_grad(), autocast():
+                model.predict(big, meta)
+        return run
 
-    times = time_interleaved({'train': train_step, 'slide': slide}, device, warmup, repeats)
-    return dict(segmentor_train_step_s=statistics.median(times['train']),
-                slide_inference_2048x512_s=statistics.median(times['slide']))
+    # whole-image inference of one raw (BGR, 0-255) image, as the ONNX graph computes it
+    from .deploy.export import OnnxSegmentor
+    whole_model = OnnxSegmentor(model).eval()
+    image = torch.rand(1, 3, crop, crop, device=device) * 255
+
+    def whole(autocast=contextlib.nullcontext):
+        def run():
+            model.eval()
+            model.test_cfg = ConfigDict(mode='whole')
+            with torch.no_grad(), autocast():
+                return whole_model(image)
+        return run
+
+    steps = {'train': train_step, 'slide': slide(), 'slide_bf16': slide(lambda: bf16),
+             'whole': whole(), 'whole_bf16': whole(lambda: bf16)}
+    session = _onnx_session(model, crop) if kind == 'cpu' else None
+    if session is not None:
+        array = image.cpu().numpy()
+        steps['whole_onnxruntime'] = lambda: session.run(array)
+    times = time_interleaved(steps, device, warmup, repeats)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    labels_fp32, labels_bf16 = whole()()[1], whole(lambda: bf16)()[1]
+    result = dict(segmentor_train_step_s=med['train'], slide_inference_2048x512_s=med['slide'],
+                  slide_bf16_s=med['slide_bf16'], bf16_slide_speedup=med['slide'] / med['slide_bf16'],
+                  whole_images_s=1 / med['whole'], whole_bf16_images_s=1 / med['whole_bf16'],
+                  bf16_whole_speedup=med['whole'] / med['whole_bf16'],
+                  bf16_label_agreement=(labels_fp32 == labels_bf16).float().mean().item())
+    if session is not None:
+        result.update(whole_onnxruntime_images_s=1 / med['whole_onnxruntime'],
+                      onnxruntime_vs_pytorch=med['whole'] / med['whole_onnxruntime'])
+    return result
+
+
+def _onnx_session(model, crop: int):
+    """The segmentor exported at crop x crop and opened with ONNX Runtime on the CPU (as
+    many threads as torch), or None without the deploy extra."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return None
+    import tempfile
+
+    from .deploy import OnnxSession
+    from .deploy.export import export_onnx
+    path = Path(tempfile.mkdtemp()) / 'segmentor.onnx'
+    export_onnx(model, path, shape=(crop, crop))
+    return OnnxSession(path, threads=torch.get_num_threads())
 
 
 def markdown(result: dict) -> str:
@@ -285,9 +340,11 @@ def markdown(result: dict) -> str:
                 'ratio_vs_timm_rope_vit', 'deit3_ratio_vs_timm_deit3', 'speedup_vs_reference',
                 'with_cp_time_ratio', 'peak_mb', 'with_cp_peak_mb', 'with_cp_memory_ratio', 'compiled_fwd_bwd_s',
                 'compiled_ratio', 'compile_first_step_s',
-                'segmentor_train_step_s', 'slide_inference_2048x512_s'):
+                'segmentor_train_step_s', 'slide_inference_2048x512_s', 'slide_bf16_s', 'bf16_slide_speedup',
+                'whole_images_s', 'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_label_agreement',
+                'whole_onnxruntime_images_s', 'onnxruntime_vs_pytorch'):
         if result.get(key) is not None:
-            op, bound = TARGETS.get(key, (None, None))
+            op, bound = {**TARGETS, **SEGMENTOR_TARGETS}.get(key, (None, None))
             verdict = ''
             if op:
                 ok = result[key] <= bound if op == '<=' else result[key] >= bound

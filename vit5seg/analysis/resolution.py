@@ -118,8 +118,9 @@ class SweepRun:
 def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] = ('whole', 'slide'),
           rope_grids: Sequence[RopeGrid] = ('authors',), pos_modes: Sequence[str] = ('bicubic',),
           device: Optional[str] = None, stride: Optional[Tuple[int, int]] = None,
-          progress: bool = True) -> List[dict]:
-    """One row per (run, policy, size, mode), in that order."""
+          progress: bool = True, amp: Optional[str] = None) -> List[dict]:
+    """One row per (run, policy, size, mode), in that order. ``amp``: 'bf16' or 'fp16'
+    autocast inference (:mod:`vit5seg.engine.amp`)."""
     from mmengine.config import Config
     from mmengine.logging import MMLogger
     from mmseg.utils import register_all_modules
@@ -158,7 +159,7 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
     for run, cfg, policy, name in plans:
         options = {f'model.backbone.{k}': v for k, v in
                    policy.backbone_options(policy.rope_ref_grid != 'n/a').items()}
-        model = init_model(copy.deepcopy(cfg), run.checkpoint, device=device, cfg_options=options)
+        model = init_model(copy.deepcopy(cfg), run.checkpoint, device=device, cfg_options=options, amp=amp)
         config_scale = _test_scale(cfg)
         crop = _train_crop(cfg)
         for size, mode in itertools.product(sizes, modes):

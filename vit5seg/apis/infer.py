@@ -193,6 +193,7 @@ def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacit
 
 
 def main(argv=None):
+    from ..engine.amp import add_amp_arguments
     parser = argparse.ArgumentParser(description='Segment images, folders, globs or videos with a trained config.')
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', help='checkpoint file or http(s) URL (downloaded once into the torch hub cache)')
@@ -210,13 +211,15 @@ def main(argv=None):
     parser.add_argument('--side-by-side', action='store_true', help='input and overlay next to each other')
     parser.add_argument('--legend', action='store_true', help='add a legend of the classes present')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    add_amp_arguments(parser)
     args = parser.parse_args(argv)
     if not 0 <= args.opacity <= 1:
         parser.error(f'--opacity must be in [0, 1], got {args.opacity}')
     if args.batch_size < 1:
         parser.error(f'--batch-size must be >= 1, got {args.batch_size}')
     from .inference import init_model
-    model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256)
+    model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256,
+                       amp=args.amp_dtype if args.amp else None)
     model = configure_model(model, args.mode, args.crop, args.stride, args.scale)
     summary = run_inference(model, args.inputs, args.out_dir, args.batch_size, args.opacity, args.side_by_side,
                             args.legend, progress=not args.no_progress)

@@ -11,6 +11,7 @@ from mmengine.logging import print_log
 
 from ..datasets.validation import check_data
 from ..hub import DownloadError, resolve
+from .amp import add_amp_arguments, enable_amp
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 
 
@@ -51,8 +52,10 @@ def test_parser() -> argparse.ArgumentParser:
     parser.add_argument('--show-dir', help='folder to save painted predictions to (relative: inside the work dir)')
     parser.add_argument('--wait-time', type=float, default=2, help='seconds between shown images')
     parser.add_argument('--tta', action='store_true', help='multi-scale + flip test-time augmentation')
+    add_amp_arguments(parser)
     _common(parser)
     return parser
+
 
 
 def load_config(args) -> Config:
@@ -153,15 +156,20 @@ def test(argv=None):
     if not args.skip_data_check:
         check_data(cfg, ('test',))
     runner = _runner(cfg)
+    if args.amp:
+        enable_amp(runner.model, args.amp_dtype)
     metrics = runner.test()
     return metrics
 
 
 def _known_errors() -> tuple:
     from ..datasets import DatasetError, SampleError
+    from ..deploy.errors import ExportError
     from ..models.checkpoint import CheckpointError
+    from .amp import AmpError
     from .hooks import NonFiniteLossError
-    return DatasetError, SampleError, CheckpointError, NonFiniteLossError, FileNotFoundError, DownloadError
+    return (DatasetError, SampleError, CheckpointError, NonFiniteLossError, FileNotFoundError, DownloadError,
+            ExportError, AmpError)
 
 
 def error_message(e: BaseException) -> str:

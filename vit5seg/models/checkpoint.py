@@ -186,6 +186,8 @@ def convert_checkpoint(path, use_ema: bool = False, allow_unsafe: bool = False, 
 
 
 def _describe(sd: StateDict) -> str:
+    backbone = {k[len('backbone.'):]: v for k, v in sd.items() if k.startswith('backbone.')}
+    sd = backbone or sd  # a whole segmentor: describe its backbone
     depth = len({k.split('.')[1] for k in sd if k.startswith('blocks.')})
     width = sd['cls_token'].shape[-1] if 'cls_token' in sd else '?'
     return f'width {width}, depth {depth}'
@@ -200,8 +202,9 @@ def check_fits(model: torch.nn.Module, sd: StateDict, source: str = 'checkpoint'
                     for k in set(own) & set(sd) if sd[k].shape != own[k].shape)
     if not (missing or unexpected or shapes):
         return
+    arch = getattr(model, 'arch', None) or getattr(getattr(model, 'backbone', None), 'arch', '?')
     lines = [f'{source} ({_describe(sd)}) does not fit {type(model).__name__} '
-             f'arch={getattr(model, "arch", "?")!r} ({_describe(own)}):']
+             f'arch={arch!r} ({_describe(own)}):']
     for title, items in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
                          ('shape mismatch', shapes)):
         if items:

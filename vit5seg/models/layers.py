@@ -281,21 +281,26 @@ class SequenceRope(nn.Module):
             parts.append(self._identity_rows(self.num_registers, device))
         return torch.cat(parts, dim=0)
 
+    def table(self, grid: Tuple[int, int], device, real: bool = False) -> torch.Tensor:
+        """float32 whatever the activations' dtype (rotations are done in float32); the real
+        table is made without complex ops, so it can be made inside a traced graph."""
+        table = sincos_to_pairs(self._build(tuple(grid), device))
+        return table if real else torch.view_as_complex(table)
+
     def forward(self, grid: Tuple[int, int], device: torch.device, dtype: torch.dtype,
                 real: bool = False) -> torch.Tensor:
         """The table for ``grid``: complex (N, D/2), or with ``real`` (N, D/2, 2) [cos, sin]
         for graphs that cannot hold complex tensors (compile, ONNX export)."""
+        if tracing_for_graph():
+            # part of the graph (the grid may be symbolic), not of the cache
+            return self.table(grid, device, real=True)
         key = (tuple(grid), device, dtype, real)
         table = self._tables.get(key)
         if table is None:
             # Built outside inference mode so a table first made by a test pass can
             # still be saved for backward by a later training step.
             with torch.inference_mode(False), torch.no_grad():
-                # float32 whatever the activations' dtype: rotations are done in float32;
-                # the real table is made without complex ops, as it may be made while tracing
-                table = sincos_to_pairs(self._build(tuple(grid), device))
-                if not real:
-                    table = torch.view_as_complex(table)
+                table = self.table(grid, device, real)
             self.num_builds += 1
             self._tables[key] = table
             if len(self._tables) > self.max_cached:

@@ -1,0 +1,147 @@
+"""ONNX export of the whole segmentor (fixed and dynamic sizes), the ONNX Runtime slide
+helper against mmseg's slide inference, and the export errors."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config, ConfigDict
+from mmseg.registry import MODELS
+from mmseg.structures import SegDataSample
+from mmseg.utils import register_all_modules
+
+from conftest import REPO
+from vit5seg.deploy import OnnxSession, slide_windows
+from vit5seg.deploy.export import (AdaptiveAvgPool2dByMatmul, ExportError, OnnxSegmentor, export_onnx,
+                                   generated_image, main)
+from vit5seg.engine.launch import run_tool
+
+pytest.importorskip('onnxruntime')  # the deploy extra (installed with the tests)
+TINY = REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'
+
+
+@pytest.fixture(scope='module')
+def tiny_checkpoint(tmp_path_factory):
+    register_all_modules(init_default_scope=True)
+    torch.manual_seed(0)
+    model = MODELS.build(Config.fromfile(str(TINY)).model)
+    model.init_weights()
+    path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+    return path
+
+
+@pytest.fixture(scope='module')
+def dynamic_export(tiny_checkpoint, tmp_path_factory):
+    out = tmp_path_factory.mktemp('onnx') / 'dynamic.onnx'
+    assert main([str(TINY), str(tiny_checkpoint), '--out', str(out), '--dynamic', '--example-shape', '64', '96',
+                 '--repeats', '1']) == 0
+    return out
+
+
+def _loaded(checkpoint):
+    from vit5seg.deploy.export import load_segmentor
+    return load_segmentor(TINY, checkpoint)
+
+
+def test_fixed_size_export_matches_pytorch_and_refuses_other_sizes(tiny_checkpoint, tmp_path, capsys):
+    out = tmp_path / 'fixed.onnx'
+    assert main([str(TINY), str(tiny_checkpoint), '--out', str(out), '--repeats', '1']) == 0
+    printed = capsys.readouterr().out
+    assert 'exported' in printed and '1x3x96x96' in printed and '| 96x96 |' in printed  # the config's crop
+    session = OnnxSession(out)
+    assert session.fixed_hw == (96, 96)
+    image = generated_image((96, 96))
+    batch = torch.from_numpy(image).permute(2, 0, 1)[None].float()
+    logits, labels = session.run(batch.numpy())
+    with torch.no_grad():
+        ref_logits, ref_labels = OnnxSegmentor(_loaded(tiny_checkpoint))(batch)
+    assert logits.shape == (1, 150, 96, 96) and labels.shape == (1, 96, 96) and labels.dtype == np.int64
+    assert np.abs(logits - ref_logits.numpy()).max() < 1e-4 and (labels == ref_labels.numpy()).all()
+    with pytest.raises(ValueError, match='exported for 96x96 inputs, got 64x96: export with --dynamic'):
+        session.run(np.zeros((1, 3, 64, 96), np.float32))
+
+
+def test_the_graph_holds_the_preprocessing_bgr_and_mean_std(tiny_checkpoint, dynamic_export):
+    """Same image through mmseg's own pipeline pieces (data preprocessor + predict) and the graph."""
+    model = _loaded(tiny_checkpoint)
+    image = generated_image((80, 112), seed=3)
+    sample = SegDataSample(metainfo=dict(img_shape=(80, 112), ori_shape=(80, 112), pad_shape=(80, 112)))
+    data = model.data_preprocessor(dict(inputs=[torch.from_numpy(image).permute(2, 0, 1)], data_samples=[sample]))
+    with torch.no_grad():
+        pred = model.predict(data['inputs'], data['data_samples'])[0]
+    logits, labels = OnnxSession(dynamic_export).run(image.transpose(2, 0, 1)[None].astype(np.float32))
+    assert np.abs(logits[0] - pred.seg_logits.data.numpy()).max() < 1e-4
+    assert (labels[0] == pred.pred_sem_seg.data[0].numpy()).mean() == 1.0
+
+
+@pytest.mark.parametrize('hw', [(100, 170), (50, 130)], ids=['larger', 'shorter-than-crop'])
+def test_onnx_slide_equals_mmseg_slide_inference(tiny_checkpoint, dynamic_export, hw):
+    model = _loaded(tiny_checkpoint)
+    model.test_cfg = ConfigDict(mode='slide', crop_size=(64, 64), stride=(48, 48))
+    image = generated_image(hw, seed=1)
+    sample = SegDataSample(metainfo=dict(img_shape=hw, ori_shape=hw, pad_shape=hw))
+    data = model.data_preprocessor(dict(inputs=[torch.from_numpy(image).permute(2, 0, 1)], data_samples=[sample]))
+    with torch.no_grad():
+        pred = model.predict(data['inputs'], data['data_samples'])[0]
+    logits, labels = OnnxSession(dynamic_export).slide(image, crop=(64, 64), stride=(48, 48))
+    assert logits.shape == (150, *hw)
+    assert np.abs(logits - pred.seg_logits.data.numpy()).max() < 1e-4
+    assert (labels == pred.pred_sem_seg.data[0].numpy()).mean() == 1.0
+
+
+def test_slide_windows_are_mmsegs():
+    windows = list(slide_windows((100, 170), (64, 64), (48, 48)))
+    assert windows[0] == (0, 64, 0, 64) and windows[-1] == (36, 100, 106, 170)
+    assert len(windows) == 2 * 4
+    assert list(slide_windows((50, 60), (64, 64), (48, 48))) == [(0, 50, 0, 60)]
+
+
+def test_a_fixed_export_refuses_slide_it_cannot_do(tiny_checkpoint, tmp_path):
+    out = export_onnx(_loaded(tiny_checkpoint), tmp_path / 'f.onnx', shape=(64, 64))
+    with pytest.raises(ValueError, match='export with --dynamic'):
+        OnnxSession(out).slide(generated_image((50, 200)), crop=(64, 64), stride=(48, 48))
+
+
+@pytest.mark.parametrize('size', [(1, 1), (2, 3), (6, 6), (3, 7)])
+@pytest.mark.parametrize('hw', [(2, 2), (5, 9), (13, 11), (32, 24)])
+def test_matmul_adaptive_pool_equals_torchs(size, hw):
+    x = torch.randn(2, 4, *hw)
+    expected = torch.nn.functional.adaptive_avg_pool2d(x, size)
+    torch.testing.assert_close(AdaptiveAvgPool2dByMatmul(size)(x), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_that_does_not_fit_is_one_error(tiny_checkpoint, tmp_path):
+    deit3 = REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py'
+    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'export_onnx.py'), str(deit3), str(tiny_checkpoint),
+                          '--out', str(tmp_path / 'x.onnx')], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert 'error:' in out.stderr and 'does not fit EncoderDecoder' in out.stderr
+    assert 'unexpected in checkpoint' in out.stderr and 'backbone.reg_token' in out.stderr
+    assert 'Traceback' not in out.stderr and not (tmp_path / 'x.onnx').exists()
+
+
+class Singular(torch.nn.Module):
+    """A classifier that calls an op ONNX has no conversion for."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y * torch.linalg.svdvals(y.flatten(2))[..., :1, None]
+
+
+def test_an_op_the_exporter_cannot_take_names_the_op_and_the_module(tiny_checkpoint, tmp_path, capsys):
+    model = _loaded(tiny_checkpoint)
+    model.decode_head.conv_seg = Singular(model.decode_head.conv_seg)
+    with pytest.raises(ExportError) as info:
+        export_onnx(model, tmp_path / 'bad.onnx', shape=(64, 64))
+    message = str(info.value)
+    assert "cannot take op '_linalg_svd' (called by segmentor.decode_head.conv_seg (Singular))" in message
+    assert '\x1b' not in message
+    with pytest.raises(SystemExit) as exit_info:  # what the tool prints: one line, exit 1
+        run_tool(lambda argv: (_ for _ in ()).throw(info.value))
+    assert exit_info.value.code == 1 and "error: the ONNX exporter cannot take op '_linalg_svd'" in capsys.readouterr().err

@@ -1,0 +1,263 @@
+"""A segmentor's whole-image inference as one ONNX graph (``tools/export_onnx.py``).
+
+Input ``image``: float32 (N, 3, H, W), the image as cv2 reads it (BGR, 0-255); the data
+preprocessor's channel order and mean/std are inside the graph. Outputs ``logits``
+(N, num_classes, H, W) and ``labels`` (N, H, W) int64. With ``dynamic`` N, H and W are
+free: the pos_embed resize and the RoPE tables are computed in the graph.
+"""
+import re
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .errors import ExportError
+
+
+class OnnxSegmentor(nn.Module):
+    """What ``EncoderDecoder.predict`` computes for one whole image, from raw BGR pixels."""
+
+    def __init__(self, segmentor: nn.Module):
+        super().__init__()
+        self.segmentor = segmentor
+        pre = segmentor.data_preprocessor
+        self.bgr_to_rgb = bool(pre.channel_conversion)
+        self.register_buffer('mean', pre.mean.detach().clone().float().view(1, 3, 1, 1))
+        self.register_buffer('std', pre.std.detach().clone().float().view(1, 3, 1, 1))
+
+    def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        x = image.flip(1) if self.bgr_to_rgb else image     # (N, 3, H, W), RGB
+        x = (x - self.mean) / self.std
+        h, w = image.shape[2:]
+        # one meta for the batch: the heads read only its sizes (equal for all images)
+        metas = [dict(img_shape=(h, w), pad_shape=(h, w), ori_shape=(h, w))]
+        logits = self.segmentor.decode_head.predict(self.segmentor.extract_feat(x), metas,
+                                                    self.segmentor.test_cfg)
+        return logits, logits.argmax(dim=1)
+
+
+class AdaptiveAvgPool2dByMatmul(nn.Module):
+    """``nn.AdaptiveAvgPool2d`` as two averaging matrices built from the input size.
+
+    Written by hand because ONNX has no adaptive pooling: the exporter unrolls it into
+    gathers whose indices are those of the example size, so a dynamic-size graph fails
+    (or is wrong) at any other size. Bin i of n over a length L covers
+    [floor(i L / n), ceil((i + 1) L / n)), exactly as torch's kernel; the sums differ
+    from it only by float rounding.
+    """
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+
+    @staticmethod
+    def _bins(length, n: int, like: torch.Tensor) -> torch.Tensor:
+        i = torch.arange(n, device=like.device).unsqueeze(1)               # (n, 1)
+        start = torch.div(i * length, n, rounding_mode='floor')
+        end = torch.div((i + 1) * length + n - 1, n, rounding_mode='floor')
+        j = torch.arange(length, device=like.device).unsqueeze(0)         # (1, L)
+        inside = ((j >= start) & (j < end)).to(like.dtype)
+        return inside / (end - start).to(like.dtype)                      # (n, L), rows sum to 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out_h, out_w = (s if s is not None else x.shape[i + 2] for i, s in enumerate(self.output_size))
+        rows = self._bins(x.shape[2], out_h, x)                           # (out_h, H)
+        cols = self._bins(x.shape[3], out_w, x)                           # (out_w, W)
+        return rows @ x @ cols.transpose(0, 1)                            # (N, C, out_h, out_w)
+
+
+def make_pools_dynamic(model: nn.Module) -> int:
+    """Replace every ``nn.AdaptiveAvgPool2d`` in ``model`` (in place); returns how many."""
+    count = 0
+    for parent in model.modules():
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.AdaptiveAvgPool2d):
+                setattr(parent, name, AdaptiveAvgPool2dByMatmul(child.output_size))
+                count += 1
+    return count
+
+
+def _locate(model: nn.Module, example: torch.Tensor, op: str) -> Optional[str]:
+    """The module (dotted name and class) whose forward first calls aten ``op`` on ``example``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    stack: List[str] = []
+    found: List[str] = []
+    names = {m: n for n, m in model.named_modules()}
+
+    class Spy(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not found and func.__name__.split('.')[0] == op and stack:
+                found.append(stack[-1])
+            return func(*args, **(kwargs or {}))
+
+    def enter(module, args):
+        stack.append(f'{names[module] or "(root)"} ({type(module).__name__})')
+
+    def leave(module, args, output):
+        stack.pop()  # returns None: the output stays the module's
+
+    handles = []
+    for module in model.modules():
+        handles += [module.register_forward_pre_hook(enter), module.register_forward_hook(leave)]
+    try:
+        with torch.no_grad(), Spy():
+            model(example)
+    except Exception:  # noqa: BLE001  (the export error is what gets reported)
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found[0] if found else None
+
+
+def _explain(error: Exception, model: nn.Module, example: torch.Tensor) -> str:
+    text = re.sub(r'\x1b\[[0-9;]*m', '', f'{type(error).__name__}: {error}')  # the exporter's colours
+    match = re.search(r'aten[.:]+(\w+)', text)
+    if match is None:
+        return f'the ONNX exporter failed: {text.splitlines()[0][:300]}'
+    op = match.group(1)
+    where = _locate(model, example, op)
+    return (f"the ONNX exporter cannot take op '{op}'" + (f' (called by {where})' if where else '') +
+            f': {text.splitlines()[0][:300]}')
+
+
+def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), dynamic: bool = False,
+                opset: Optional[int] = None) -> Path:
+    """Export ``segmentor`` (an mmseg EncoderDecoder on CPU, eval mode) to ``out``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    wrapper = OnnxSegmentor(segmentor).eval()
+    if dynamic:
+        make_pools_dynamic(wrapper)
+    # batch 2: torch.export fixes a dimension whose example size is 1
+    example = torch.rand(2 if dynamic else 1, 3, *shape) * 255
+    dynamic_shapes = None
+    if dynamic:
+        patch = getattr(segmentor.backbone, 'patch_size', 16)
+        dims = (torch.export.Dim('batch', min=1, max=1024), torch.export.Dim('height', min=patch, max=16384),
+                torch.export.Dim('width', min=patch, max=16384))
+        dynamic_shapes = ({0: dims[0], 2: dims[1], 3: dims[2]},)
+    try:
+        with torch.no_grad():
+            program = torch.onnx.export(wrapper, (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
+                                        input_names=['image'], output_names=['logits', 'labels'],
+                                        opset_version=opset, verbose=False)
+    except Exception as error:  # torch.onnx raises several types; one message names the op
+        raise ExportError(_explain(error, wrapper, example[:1])) from None
+    if program is None:
+        raise ExportError('the ONNX exporter returned no program')
+    program.save(str(out))
+    return out
+
+
+def generated_image(hw: Tuple[int, int], seed: int = 0) -> np.ndarray:
+    """A (H, W, 3) uint8 BGR test image: smooth shapes and noise, not a constant."""
+    rng = np.random.default_rng(seed)
+    h, w = hw
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    base = np.stack([128 + 100 * np.sin(xx / (7 + c * 3) + yy / (11 + c)) for c in range(3)], axis=-1)
+    return np.clip(base + rng.normal(0, 20, (h, w, 3)), 0, 255).astype(np.uint8)
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def compare_with_pytorch(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[int, int]],
+                         repeats: int = 3, threads: Optional[int] = None) -> List[dict]:
+    """ONNX Runtime against PyTorch on a generated image per size: max |logit diff|, label
+    agreement, median latencies of both."""
+    from .runtime import OnnxSession
+    session = OnnxSession(onnx_path, threads=threads)
+    wrapper = OnnxSegmentor(segmentor).eval()
+    rows = []
+    for i, hw in enumerate(sizes):
+        image = generated_image(hw, seed=i)
+        batch = torch.from_numpy(image).permute(2, 0, 1)[None].float()
+        with torch.no_grad():
+            ref_logits, ref_labels = wrapper(batch)
+        logits, labels = session.run(batch.numpy())
+        rows.append(dict(size=f'{hw[0]}x{hw[1]}',
+                         max_abs_diff=float(np.abs(logits - ref_logits.numpy()).max()),
+                         label_agreement=float((labels == ref_labels.numpy()).mean()),
+                         onnxruntime_s=_median_seconds(lambda: session.run(batch.numpy()), repeats),
+                         pytorch_s=_median_seconds(lambda: _no_grad(wrapper, batch), repeats)))
+    return rows
+
+
+def _no_grad(module, x):
+    with torch.no_grad():
+        return module(x)
+
+
+def load_segmentor(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:
+    """The config's segmentor on CPU in eval mode with ``checkpoint`` loaded strictly: a
+    checkpoint that does not fit is one error listing what differs."""
+    from ..apis.inference import init_model
+    from ..models.checkpoint import check_fits, read_checkpoint
+    model = init_model(str(config), None, device='cpu')
+    obj = read_checkpoint(checkpoint, sha256=sha256)
+    state = obj.get('state_dict', obj) if isinstance(obj, dict) else obj
+    check_fits(model, state, source=str(checkpoint))
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def check_sizes(shape: Tuple[int, int], dynamic: bool) -> List[Tuple[int, int]]:
+    """The export size, and with ``dynamic`` two more that are not multiples of the patch."""
+    h, w = shape
+    return [shape] + ([(h * 3 // 2 + 7, w * 3 // 4 + 5), (h // 2 + 3, w + 21)] if dynamic else [])
+
+
+MAX_ABS_DIFF, MIN_AGREEMENT = 1e-3, 0.999
+
+
+def main(argv=None) -> int:
+    import argparse
+    parser = argparse.ArgumentParser(description='Export a segmentor\'s whole-image inference to ONNX, then check '
+                                                 'ONNX Runtime against PyTorch on generated images.')
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', help='checkpoint file or http(s) URL')
+    parser.add_argument('--out', required=True, help='the .onnx file to write')
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
+                      help="input size of the graph (default: the config's crop_size, else 512 512)")
+    size.add_argument('--dynamic', action='store_true', help='batch, height and width free')
+    parser.add_argument('--example-shape', type=int, nargs=2, metavar=('H', 'W'),
+                        help='with --dynamic: the size traced and checked first (default as --shape)')
+    parser.add_argument('--opset', type=int, default=None, help='ONNX opset (default: the exporter\'s)')
+    parser.add_argument('--sha256', help='expected sha256 of the checkpoint (or a prefix of 8+ hex digits)')
+    parser.add_argument('--repeats', type=int, default=3, help='timed runs per size for the latencies')
+    args = parser.parse_args(argv)
+
+    from mmengine.config import Config
+    cfg_crop = Config.fromfile(args.config).get('crop_size')
+    shape = tuple(args.shape or args.example_shape or cfg_crop or (512, 512))
+    model = load_segmentor(args.config, args.checkpoint, args.sha256)
+    start = time.perf_counter()
+    out = export_onnx(model, args.out, shape=shape, dynamic=args.dynamic, opset=args.opset)
+    print(f'exported {out} ({"dynamic N, H, W" if args.dynamic else f"1x3x{shape[0]}x{shape[1]}"}) '
+          f'in {time.perf_counter() - start:.0f} s')
+    rows = compare_with_pytorch(out, model, check_sizes(shape, args.dynamic), repeats=args.repeats,
+                                threads=torch.get_num_threads())
+    print('| size | max abs diff | label agreement | onnxruntime s | pytorch s |')
+    print('|---|---|---|---|---|')
+    bad = []
+    for r in rows:
+        print(f"| {r['size']} | {r['max_abs_diff']:.2e} | {100 * r['label_agreement']:.3f}% | "
+              f"{r['onnxruntime_s']:.4f} | {r['pytorch_s']:.4f} |")
+        if r['max_abs_diff'] > MAX_ABS_DIFF or r['label_agreement'] < MIN_AGREEMENT:
+            bad.append(r['size'])
+    if bad:
+        print(f'error: ONNX Runtime and PyTorch differ at {", ".join(bad)} (limits: max abs diff '
+              f'{MAX_ABS_DIFF:g}, label agreement {100 * MIN_AGREEMENT:g}%)')
+        return 1
+    return 0

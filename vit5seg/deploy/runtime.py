@@ -1,0 +1,63 @@
+"""Run an exported segmentor with ONNX Runtime: whole image, or sliding window as mmseg's
+``slide`` test mode does it (same windows, logits averaged where they overlap).
+
+    from vit5seg.deploy import OnnxSession
+    session = OnnxSession('model.onnx')                  # CPU, or providers=[...CUDA...]
+    logits, labels = session.run(batch)                  # (N, 3, H, W) float32 BGR 0-255
+    logits, labels = session.slide(image, crop=(512, 512), stride=(341, 341))  # (H, W, 3) BGR
+"""
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+
+def slide_windows(hw: Tuple[int, int], crop: Tuple[int, int], stride: Tuple[int, int]):
+    """mmseg's windows: a grid at ``stride``, the last window of a row or column moved back
+    to end at the border, windows cut to the image where it is smaller than the crop."""
+    (h, w), (ch, cw), (sh, sw) = hw, crop, stride
+    rows = max(h - ch + sh - 1, 0) // sh + 1
+    cols = max(w - cw + sw - 1, 0) // sw + 1
+    for r in range(rows):
+        for c in range(cols):
+            y2, x2 = min(r * sh + ch, h), min(c * sw + cw, w)
+            yield max(y2 - ch, 0), y2, max(x2 - cw, 0), x2
+
+
+class OnnxSession:
+    def __init__(self, path, providers: Optional[Sequence[str]] = None, threads: Optional[int] = None):
+        import onnxruntime as ort
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(path), options, providers=list(providers or ['CPUExecutionProvider']))
+        shape = self.session.get_inputs()[0].shape
+        # a fixed-size export states its H and W; a dynamic one names them
+        self.fixed_hw = tuple(shape[2:]) if all(isinstance(s, int) for s in shape[2:]) else None
+
+    def run(self, batch: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """(N, 3, H, W) float32 BGR 0-255 -> logits (N, C, H, W), labels (N, H, W)."""
+        batch = np.ascontiguousarray(batch, dtype=np.float32)
+        if self.fixed_hw is not None and tuple(batch.shape[2:]) != self.fixed_hw:
+            raise ValueError(f'this model was exported for {self.fixed_hw[0]}x{self.fixed_hw[1]} inputs, got '
+                             f'{batch.shape[2]}x{batch.shape[3]}: export with --dynamic for other sizes')
+        logits, labels = self.session.run(None, {'image': batch})
+        return logits, labels
+
+    def slide(self, image: np.ndarray, crop: Tuple[int, int], stride: Tuple[int, int]
+              ) -> Tuple[np.ndarray, np.ndarray]:
+        """One (H, W, 3) BGR image by sliding windows -> logits (C, H, W), labels (H, W)."""
+        h, w = image.shape[:2]
+        if self.fixed_hw is not None and (h < crop[0] or w < crop[1] or tuple(crop) != self.fixed_hw):
+            raise ValueError(f'sliding windows of {crop[0]}x{crop[1]} over a {h}x{w} image need a model '
+                             f'exported for exactly the crop size (this one: {self.fixed_hw}) and an image '
+                             'at least that large; export with --dynamic otherwise')
+        chw = np.ascontiguousarray(image.transpose(2, 0, 1), dtype=np.float32)
+        total, count = None, np.zeros((1, h, w), np.float32)
+        for y1, y2, x1, x2 in slide_windows((h, w), crop, stride):
+            logits, _ = self.run(chw[None, :, y1:y2, x1:x2])
+            if total is None:
+                total = np.zeros((logits.shape[1], h, w), np.float32)
+            total[:, y1:y2, x1:x2] += logits[0]
+            count[:, y1:y2, x1:x2] += 1
+        logits = total / count
+        return logits, logits.argmax(axis=0)
