@@ -145,3 +145,11 @@ def test_an_op_the_exporter_cannot_take_names_the_op_and_the_module(tiny_checkpo
     with pytest.raises(SystemExit) as exit_info:  # what the tool prints: one line, exit 1
         run_tool(lambda argv: (_ for _ in ()).throw(info.value))
     assert exit_info.value.code == 1 and "error: the ONNX exporter cannot take op '_linalg_svd'" in capsys.readouterr().err
+
+
+def test_the_tool_exits_1_when_onnxruntime_and_pytorch_disagree(tiny_checkpoint, tmp_path, monkeypatch, capsys):
+    import vit5seg.deploy.export as export
+    bad = dict(size='96x96', max_abs_diff=2e-3, label_agreement=0.9995, onnxruntime_s=0.1, pytorch_s=0.1)
+    monkeypatch.setattr(export, 'compare_with_pytorch', lambda *args, **kwargs: [bad])
+    assert main([str(TINY), str(tiny_checkpoint), '--out', str(tmp_path / 'm.onnx')]) == 1
+    assert 'error: ONNX Runtime and PyTorch differ at 96x96' in capsys.readouterr().out

@@ -357,6 +357,11 @@ def segmentor_figures(device: str, repeats: int) -> dict:
         return s
     steps = {}
     for name, config in configs.items():
+        if device == 'cuda':
+            # the models built before stay resident: count what this one adds
+            _sync(device)
+            resident = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
         model = _segmentor(str(config), device)
         optim = torch.optim.AdamW(model.parameters(), lr=1e-5)
         x = torch.randn(batch, 3, crop, crop, device=device)
@@ -383,11 +388,10 @@ def segmentor_figures(device: str, repeats: int) -> dict:
             with torch.no_grad():
                 model.predict(big, big_meta)
         steps.update({f'{name}/train': train, f'{name}/whole': whole, f'{name}/slide': slide})
-        if device == 'cuda':
-            torch.cuda.reset_peak_memory_stats()
+        if device == 'cuda':  # weights, gradients, AdamW state and the step's activations
             train()
             _sync(device)
-            figures[f'{name} train peak GiB'] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 2)
+            figures[f'{name} train peak GiB'] = round((torch.cuda.max_memory_allocated() - resident) / 2 ** 30, 2)
     times = time_interleaved(steps, device, warmup=1, repeats=repeats)
     for key, values in times.items():
         name, what = key.split('/')
