@@ -110,7 +110,7 @@ def build_peers(arch, crop: int, device) -> Dict[str, Callable]:
     return {name: (fns[name], modules[name]) for name in fns}
 
 
-def _sync(device):
+def sync_device(device):
     if torch.device(device).type == 'cuda':
         torch.cuda.synchronize()
 
@@ -120,10 +120,10 @@ def time_interleaved(steps: Dict[str, Callable[[], None]], device, warmup: int =
     times = {name: [] for name in steps}
     for r in range(warmup + repeats):
         for name, step in steps.items():
-            _sync(device)
+            sync_device(device)
             start = time.perf_counter()
             step()
-            _sync(device)
+            sync_device(device)
             if r >= warmup:
                 times[name].append(time.perf_counter() - start)
     return times
@@ -234,6 +234,53 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
     return result
 
 
+class SegmentorSteps:
+    """Timed steps of an mmseg segmentor on random data: ``train`` (one AdamW step on
+    ``batch`` random crop x crop images with random labels), ``whole(autocast)`` (predict
+    that batch) and ``slide(autocast)`` (sliding-window prediction of one ``slide_shape``
+    image, ``window`` squares at a 2/3 stride). Shared by the benchmark and the self-check."""
+
+    def __init__(self, model, crop: int, batch: int, device, slide_shape=(512, 2048), window: int = 512):
+        from mmengine.structures import PixelData
+        from mmseg.structures import SegDataSample
+        self.model, self.window = model, window
+        self.optim = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        self.inputs = torch.randn(batch, 3, crop, crop, device=device)
+        self.samples = []
+        for _ in range(batch):
+            s = SegDataSample(metainfo=dict(img_shape=(crop, crop), ori_shape=(crop, crop), pad_shape=(crop, crop)))
+            s.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, crop, crop), device=device))
+            self.samples.append(s)
+        self.big = torch.randn(1, 3, *slide_shape, device=device)
+        self.big_meta = [SegDataSample(metainfo=dict(img_shape=tuple(slide_shape), ori_shape=tuple(slide_shape),
+                                                     pad_shape=tuple(slide_shape)))]
+
+    def train(self):
+        self.model.train()
+        losses = self.model(self.inputs, self.samples, mode='loss')
+        self.optim.zero_grad()
+        sum(v for k, v in losses.items() if 'loss' in k).backward()
+        self.optim.step()
+
+    def _predict(self, test_cfg: dict, inputs, metas, autocast):
+        from mmengine.config import ConfigDict
+
+        def run():
+            self.model.eval()
+            self.model.test_cfg = ConfigDict(test_cfg)
+            with torch.no_grad(), autocast():
+                self.model.predict(inputs, metas)
+        return run
+
+    def whole(self, autocast=contextlib.nullcontext):
+        return self._predict(dict(mode='whole'), self.inputs, self.samples, autocast)
+
+    def slide(self, autocast=contextlib.nullcontext):
+        w = self.window
+        return self._predict(dict(mode='slide', crop_size=(w, w), stride=(w * 2 // 3, w * 2 // 3)),
+                             self.big, self.big_meta, autocast)
+
+
 def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(512, 2048)) -> dict:
     """The entry config's UperNet with this backbone: one train step; sliding-window
     inference of one 2048x512 image and whole-image inference of one crop, in float32
@@ -241,9 +288,7 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
     deploy extra). All interleaved in one process."""
     from mmengine.config import Config, ConfigDict
     from mmengine.model.utils import revert_sync_batchnorm
-    from mmengine.structures import PixelData
     from mmseg.registry import MODELS
-    from mmseg.structures import SegDataSample
     from mmseg.utils import register_all_modules
 
     from .demo import REPO_CONFIGS
@@ -254,35 +299,10 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
     cfg.model.neck.embed_dim = cfg.model.auxiliary_head.in_channels = width
     cfg.model.decode_head.in_channels = [width] * 4
     model = revert_sync_batchnorm(MODELS.build(cfg.model)).to(device)
-    optim = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    inputs = torch.randn(batch, 3, crop, crop, device=device)
-    samples = []
-    for _ in range(batch):
-        s = SegDataSample(metainfo=dict(img_shape=(crop, crop), ori_shape=(crop, crop), pad_shape=(crop, crop)))
-        s.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, crop, crop), device=device))
-        samples.append(s)
-
-    def train_step():
-        model.train()
-        losses = model(inputs, samples, mode='loss')
-        optim.zero_grad()
-        sum(v for k, v in losses.items() if 'loss' in k).backward()
-        optim.step()
-
-    big = torch.randn(1, 3, *slide_shape, device=device)
-    meta = [SegDataSample(metainfo=dict(img_shape=slide_shape, ori_shape=slide_shape, pad_shape=slide_shape))]
-    window = min(512, *slide_shape)
+    # the protocol's window, whatever the training crop of the benchmark
+    timed = SegmentorSteps(model, crop, batch, device, slide_shape, window=min(512, *slide_shape))
     kind = torch.device(device).type
     bf16 = torch.autocast(kind, dtype=torch.bfloat16)
-
-    def slide(autocast=contextlib.nullcontext):
-        def run():
-            model.eval()
-            # the protocol's window, whatever the training crop of the benchmark
-            model.test_cfg = ConfigDict(mode='slide', crop_size=(window, window), stride=(window * 2 // 3,) * 2)
-            with torch.no_grad(), autocast():
-                model.predict(big, meta)
-        return run
 
     # whole-image inference of one raw (BGR, 0-255) image, as the ONNX graph computes it
     from .deploy.export import OnnxSegmentor
@@ -297,7 +317,7 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
                 return whole_model(image)
         return run
 
-    steps = {'train': train_step, 'slide': slide(), 'slide_bf16': slide(lambda: bf16),
+    steps = {'train': timed.train, 'slide': timed.slide(), 'slide_bf16': timed.slide(lambda: bf16),
              'whole': whole(), 'whole_bf16': whole(lambda: bf16)}
     session = _onnx_session(model, crop) if kind == 'cpu' else None
     if session is not None:

@@ -266,13 +266,11 @@ def sigmoid_focal_loss_pytorch(pred, target, gamma=2.0, alpha=0.25, weight=None,
     """mmcv's compiled ``sigmoid_focal_loss`` in PyTorch: ``pred`` (N, C) logits, ``target``
     (N,) class ids where C means background; ``weight`` (C,) scales each sample by its
     target's entry; ``'mean'`` divides the sum by N, as the kernel does."""
+    from mmseg.models.losses.focal_loss import py_sigmoid_focal_loss
     FALLBACK_CALLS['sigmoid_focal_loss'] += 1
     num_classes = pred.size(1)
-    one_hot = torch.nn.functional.one_hot(target.long(), num_classes + 1)[:, :num_classes].to(pred.dtype)
-    prob = pred.sigmoid()
-    one_minus_pt = (1 - prob) * one_hot + prob * (1 - one_hot)
-    loss = torch.nn.functional.binary_cross_entropy_with_logits(pred, one_hot, reduction='none')
-    loss = loss * (alpha * one_hot + (1 - alpha) * (1 - one_hot)) * one_minus_pt.pow(gamma)
+    one_hot = torch.nn.functional.one_hot(target.long(), num_classes + 1)[:, :num_classes]
+    loss = py_sigmoid_focal_loss(pred, one_hot, None, gamma=gamma, alpha=alpha, reduction='none')
     if weight is not None:
         foreground = target.long() < num_classes
         per_sample = torch.where(foreground, weight[target.long().clamp(max=num_classes - 1)], 1.0)

@@ -25,6 +25,8 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
+from .benchmark import SegmentorSteps, sync_device, time_interleaved
+
 REPO = Path(__file__).resolve().parents[1]
 TINY_CONFIG = REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'
 HEAD_CONFIGS = [REPO / 'configs' / 'vit5_upernet_ade20k.py', *sorted((REPO / 'configs' / 'heads').glob('*.py'))]
@@ -67,11 +69,6 @@ def environment() -> dict:
 
 
 # --- helpers ----------------------------------------------------------------------------
-
-def _sync(device: str) -> None:
-    if device == 'cuda':
-        torch.cuda.synchronize()
-
 
 def _subprocess_env(device: str, threads: int) -> dict:
     env = {**os.environ, 'OMP_NUM_THREADS': str(threads), 'PYTHONUNBUFFERED': '1'}
@@ -300,7 +297,6 @@ QUICK = ('train_resume_test', 'heads', 'mmcv_fallbacks', 'checkpoint_conversion'
 
 def rms_norm_figures(device: str, width: int, repeats: int = 20) -> dict:
     """fwd+bwd of the two RMSNorm implementations on a ViT token tensor, in ms."""
-    from .benchmark import time_interleaved
     from .models.layers import RMSNorm
     x = torch.randn(2, 1029, width, device=device, requires_grad=True)
     norms = {impl: RMSNorm(width, impl=impl).to(device) for impl in ('exact', 'fused')}
@@ -333,11 +329,6 @@ def segmentor_figures(device: str, repeats: int) -> dict:
     mmseg's own DeiT UperNet, interleaved in this process. GPU: B sizes, 512 crops, 2
     images per step, slide over 2048x512; CPU: S sizes at a quarter of the pixels."""
     import mmseg
-    from mmengine.config import ConfigDict
-    from mmengine.structures import PixelData
-    from mmseg.structures import SegDataSample
-
-    from .benchmark import time_interleaved
     size = 'base' if device == 'cuda' else 'small'
     mmseg_cfgs = Path(mmseg.__file__).parent / '.mim' / 'configs' / 'vit'
     if size == 'base':  # the entry pair
@@ -350,47 +341,18 @@ def segmentor_figures(device: str, repeats: int) -> dict:
     slide_hw = (crop, 4 * crop)
     batch = 2
     figures = dict(size=size, crop=crop, batch=batch, slide=f'{slide_hw[1]}x{slide_hw[0]}', repeats=repeats)
-
-    def sample(hw):
-        s = SegDataSample(metainfo=dict(img_shape=hw, ori_shape=hw, pad_shape=hw))
-        s.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, *hw), device=device))
-        return s
     steps = {}
     for name, config in configs.items():
         if device == 'cuda':
             # the models built before stay resident: count what this one adds
-            _sync(device)
+            sync_device(device)
             resident = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
-        model = _segmentor(str(config), device)
-        optim = torch.optim.AdamW(model.parameters(), lr=1e-5)
-        x = torch.randn(batch, 3, crop, crop, device=device)
-        samples = [sample((crop, crop)) for _ in range(batch)]
-        big = torch.randn(1, 3, *slide_hw, device=device)
-        big_meta = [SegDataSample(metainfo=dict(img_shape=slide_hw, ori_shape=slide_hw, pad_shape=slide_hw))]
-
-        def train(model=model, optim=optim, x=x, samples=samples):
-            model.train()
-            losses = model(x, samples, mode='loss')
-            optim.zero_grad()
-            sum(v for k, v in losses.items() if 'loss' in k).backward()
-            optim.step()
-
-        def whole(model=model, x=x, samples=samples):
-            model.eval()
-            model.test_cfg = ConfigDict(mode='whole')
-            with torch.no_grad():
-                model.predict(x, samples)
-
-        def slide(model=model, big=big, big_meta=big_meta):
-            model.eval()
-            model.test_cfg = ConfigDict(mode='slide', crop_size=(crop, crop), stride=(crop * 2 // 3, crop * 2 // 3))
-            with torch.no_grad():
-                model.predict(big, big_meta)
-        steps.update({f'{name}/train': train, f'{name}/whole': whole, f'{name}/slide': slide})
+        timed = SegmentorSteps(_segmentor(str(config), device), crop, batch, device, slide_hw, window=crop)
+        steps.update({f'{name}/train': timed.train, f'{name}/whole': timed.whole(), f'{name}/slide': timed.slide()})
         if device == 'cuda':  # weights, gradients, AdamW state and the step's activations
-            train()
-            _sync(device)
+            timed.train()
+            sync_device(device)
             figures[f'{name} train peak GiB'] = round((torch.cuda.max_memory_allocated() - resident) / 2 ** 30, 2)
     times = time_interleaved(steps, device, warmup=1, repeats=repeats)
     for key, values in times.items():

@@ -162,19 +162,11 @@ def generated_image(hw: Tuple[int, int], seed: int = 0) -> np.ndarray:
     return np.clip(base + rng.normal(0, 20, (h, w, 3)), 0, 255).astype(np.uint8)
 
 
-def _median_seconds(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
 def compare_with_pytorch(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[int, int]],
                          repeats: int = 3, threads: Optional[int] = None) -> List[dict]:
     """ONNX Runtime against PyTorch on a generated image per size: max |logit diff|, label
-    agreement, median latencies of both."""
+    agreement, median latencies of both (timed interleaved, as the benchmark does)."""
+    from ..benchmark import time_interleaved
     from .runtime import OnnxSession
     session = OnnxSession(onnx_path, threads=threads)
     wrapper = OnnxSegmentor(segmentor).eval()
@@ -185,17 +177,19 @@ def compare_with_pytorch(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[
         with torch.no_grad():
             ref_logits, ref_labels = wrapper(batch)
         logits, labels = session.run(batch.numpy())
+        array = batch.numpy()
+
+        def pytorch():
+            with torch.no_grad():
+                wrapper(batch)
+        times = time_interleaved({'onnxruntime': lambda: session.run(array), 'pytorch': pytorch}, 'cpu',
+                                 warmup=0, repeats=repeats)
         rows.append(dict(size=f'{hw[0]}x{hw[1]}',
                          max_abs_diff=float(np.abs(logits - ref_logits.numpy()).max()),
                          label_agreement=float((labels == ref_labels.numpy()).mean()),
-                         onnxruntime_s=_median_seconds(lambda: session.run(batch.numpy()), repeats),
-                         pytorch_s=_median_seconds(lambda: _no_grad(wrapper, batch), repeats)))
+                         onnxruntime_s=float(np.median(times['onnxruntime'])),
+                         pytorch_s=float(np.median(times['pytorch']))))
     return rows
-
-
-def _no_grad(module, x):
-    with torch.no_grad():
-        return module(x)
 
 
 def load_segmentor(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:

@@ -12,7 +12,7 @@ from mmengine.model.weight_init import trunc_normal_
 from mmseg.registry import MODELS
 from timm.layers import PatchEmbed, resample_abs_pos_embed
 
-from ..layers import Block, RMSNorm, SequenceRope, build_norm, check_rms_norm_impl, tracing_for_graph
+from ..layers import Block, RMSNorm, SequenceRope, build_norm, check_rms_norm_impl
 
 # The ablation axes of the paper, with ViT-5's published choice for each.
 VIT5_SWITCHES = dict(norm_type='rmsnorm', use_rope=True, num_registers=4, register_rope=True,
@@ -308,7 +308,7 @@ class ViT5(BaseModule):
         if self.reg_token is not None:
             tokens.append(self.reg_token.expand(B, -1, -1))
         x = self.pos_drop(torch.cat(tokens, dim=1))
-        real_rope = real_rope or tracing_for_graph()
+        # SequenceRope itself gives the real table while a graph is traced
         rope = None if self.rope is None else self.rope((h, w), x.device, x.dtype, real=real_rope)
         return x, (h, w), rope
 
