@@ -13,10 +13,16 @@ from conftest import REPO
 # the UperNet configs; configs/heads/ are built and run in test_heads.py
 CONFIGS = sorted(p for p in (REPO / 'configs').rglob('*.py') if not {'_base_', 'heads'} & set(p.parts))
 VIT5 = [p for p in CONFIGS if p.name.startswith('vit5') and not {'tiny', 'ablations'} & set(p.parts)]
+# dataset -> (folder, name suffix, classes, crop, per-GPU batch, test mode, data_root)
+BENCHMARKS = {
+    'cityscapes': ('cityscapes', 'cityscapes', 19, (512, 1024), 1, 'slide', 'data/cityscapes/'),
+    'pascal_context': ('pascal_context', 'pascal_context_59', 59, (480, 480), 2, 'slide', 'data/VOCdevkit/VOC2010/'),
+    'coco_stuff': ('coco_stuff', 'coco_stuff164k', 171, (512, 512), 2, 'whole', 'data/coco_stuff164k'),
+}
 
 
 def _twin(path: Path) -> Path:
-    if path.parent.name == 'configs':
+    if path.parent.name == 'configs' or path.parent.name in {b[0] for b in BENCHMARKS.values()}:
         return path.with_name(path.name.replace('vit5', 'deit3'))
     return REPO / 'configs' / 'deit3' / path.name.replace('vit5', 'deit3')
 
@@ -79,10 +85,49 @@ def test_entry_config_is_the_protocol():
     assert cfg.default_hooks.checkpoint.save_best == 'mIoU'
 
 
+@pytest.mark.parametrize('dataset', sorted(BENCHMARKS))
+def test_benchmark_configs_follow_mmseg_protocols(dataset):
+    folder, name, classes, crop, batch, mode, data_root = BENCHMARKS[dataset]
+    for size in ('small', 'base', 'large'):
+        for model in ('vit5', 'deit3'):
+            assert (REPO / 'configs' / folder / f'{model}-{size}_upernet_{name}.py').is_file()
+    cfg = Config.fromfile(str(REPO / 'configs' / folder / f'vit5-base_upernet_{name}.py'))
+    assert cfg.crop_size == crop and cfg.model.data_preprocessor.size == crop
+    assert cfg.model.decode_head.num_classes == cfg.model.auxiliary_head.num_classes == classes
+    assert cfg.train_dataloader.dataset.data_root == data_root and cfg.train_dataloader.batch_size == batch
+    assert cfg.auto_scale_lr.base_batch_size == 8 * batch
+    assert cfg.model.test_cfg.mode == mode
+    if mode == 'slide':
+        assert cfg.model.test_cfg.crop_size == crop
+    assert cfg.train_cfg.max_iters == cfg.param_scheduler[1].end == 80000 and cfg.train_cfg.val_interval == 8000
+    assert cfg.optim_wrapper.optimizer.lr == 6e-5 and cfg.param_scheduler[0].end == 1500
+    assert cfg.model.backbone.init_cfg.checkpoint.endswith('vit5_base_patch16_224.pth')
+    # mmseg's dataset config underneath, vit5seg's checks in both pipelines
+    pipeline = cfg.train_dataloader.dataset.pipeline
+    assert pipeline[0]['type'] == 'CheckedLoading' and pipeline[0]['num_classes'] == classes
+    assert pipeline[2] == dict(type='RandomCrop', crop_size=crop, cat_max_ratio=0.75)
+    assert [t['type'] for t in cfg.test_dataloader.dataset.pipeline][2:4] == ['LoadAnnotations', 'CheckSegSample']
+    assert cfg.tta_pipeline[1]['type'] == 'TestTimeAug'  # inherited from mmseg's file
+
+
 def test_ld_variants_use_the_beit_recipe():
     cfg = Config.fromfile(str(REPO / 'configs' / 'vit5' / 'vit5-base_upernet_ade20k_ld.py'))
     assert cfg.optim_wrapper.optimizer.lr == 1e-4 and cfg.optim_wrapper.optimizer.weight_decay == 0.05
     assert cfg.optim_wrapper.paramwise_cfg.layer_decay_rate == 0.65 and cfg.model.decode_head.channels == 768
+
+
+@pytest.mark.parametrize('dataset', sorted(BENCHMARKS))
+def test_tiny_twins_shrink_only_the_model_sizes_and_schedule(dataset):
+    folder, name = BENCHMARKS[dataset][:2]
+    real = Config.fromfile(str(REPO / 'configs' / folder / f'vit5-base_upernet_{name}.py'))
+    tiny = Config.fromfile(str(REPO / 'configs' / 'tiny' / f'vit5_upernet_synthetic_{dataset}.py'))
+    assert tiny.train_dataloader.dataset.data_root.startswith('data/synthetic/')
+    assert tiny.train_dataloader.dataset.type == real.train_dataloader.dataset.type
+    assert tiny.model.test_cfg.mode == real.model.test_cfg.mode
+    assert tiny.model.decode_head.num_classes == real.model.decode_head.num_classes
+    for key in ('type', 'ann_file', 'data_prefix'):
+        assert tiny.val_dataloader.dataset.get(key) == real.val_dataloader.dataset.get(key)
+    assert [t['type'] for t in tiny.train_pipeline] == [t['type'] for t in real.train_pipeline]
 
 
 def test_tiny_config_inherits_the_real_pipeline():

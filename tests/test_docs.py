@@ -19,7 +19,7 @@ def _expand(path):
 def test_docs_refer_to_real_files():
     for doc in DOCS + [README]:
         paths = set(re.findall(r'\b((?:configs|tools)/[\w./{},<>-]+\.(?:py|sh))', doc.read_text()))
-        for path in paths:
+        for path in paths - {p for p in paths if p.startswith('configs/custom/')}:  # written by the reader
             for concrete in _expand(path):
                 assert list(REPO.glob(concrete)), f'{doc.name} mentions {path}, but {concrete} does not exist'
     assert len(re.findall(r'configs/', (REPO / 'docs' / 'reproduce.md').read_text())) > 15

@@ -125,7 +125,7 @@ def test_out_of_range_labels_are_reported_and_fail(release, tmp_path):
     cv2.imwrite(str(label), mask.astype(np.uint8))
     assert main([str(release), '--out', str(tmp_path / 'ade'), '--no-progress']) == 1
     _, reports, _ = prepare_ade20k(release, tmp_path / 'ade', progress=False)
-    assert reports[1].bad_labels == [f'{label}: value 200 > 150 (ADE20K ids are 0 = other, 1..150)']
+    assert reports[1].bad_labels == [f'{label}: value 200 > 150 (ADE20KDataset label files hold 0 = ignored, 1..150)']
 
 
 def test_missing_source_and_non_ade_folder(tmp_path):

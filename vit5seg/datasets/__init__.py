@@ -1,7 +1,9 @@
-from .check import check_ade20k, format_report
+from .check import check_ade20k, check_config, check_split, format_report
+from .layouts import CUSTOM_CLASSES, DATA_ROOTS, DATASETS, make_synthetic_data
 from .synthetic import make_synthetic_ade20k
 from .transforms import CheckedLoading, CheckSegSample, SampleError, skipped_samples
 from .validation import DatasetError, check_data, check_dataset_config
 
-__all__ = ['CheckSegSample', 'CheckedLoading', 'DatasetError', 'SampleError', 'check_ade20k', 'check_data',
-           'check_dataset_config', 'format_report', 'make_synthetic_ade20k', 'skipped_samples']
+__all__ = ['CUSTOM_CLASSES', 'DATASETS', 'DATA_ROOTS', 'CheckSegSample', 'CheckedLoading', 'DatasetError',
+           'SampleError', 'check_ade20k', 'check_config', 'check_data', 'check_dataset_config', 'check_split',
+           'format_report', 'make_synthetic_ade20k', 'make_synthetic_data', 'skipped_samples']

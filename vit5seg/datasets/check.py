@@ -1,15 +1,26 @@
-"""Check that an ADE20K folder is complete: images and labels pair up in each split."""
+"""Check a dataset split completely: images and labels pair up, and (optionally) every
+label map holds only the class ids its config expects, at its image's size.
+
+``check_split`` works from a dataset config (any mmseg folder dataset: plain folders,
+subfolders like Cityscapes' cities, or split lists like Pascal Context's), so
+``check_config`` covers every loader of a config and ``check_ade20k`` is the ADE20K
+release's two splits. Unlike ``validation.check_dataset_config`` (the quick check at
+training start, which stops at the first problem) it lists every problem.
+"""
 import os
+import os.path as osp
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import cv2
+import numpy as np
 
-SPLITS = ('training', 'validation')
-EXPECTED = {'training': 20210, 'validation': 2000}  # the official ADEChallengeData2016 counts
-NUM_CLASSES = 150
+from .validation import DatasetError, _default, _listing, check_folders, read_split_list
+
+ADE20K_SPLITS = {'training': 20210, 'validation': 2000}  # the official ADEChallengeData2016 counts
+IGNORE_INDEX = 255
 
 
 @dataclass
@@ -19,11 +30,153 @@ class SplitReport:
     labels: int = 0
     images_without_label: List[str] = field(default_factory=list)
     labels_without_image: List[str] = field(default_factory=list)
+    listed_but_missing: List[str] = field(default_factory=list)  # split-list names without an image
     bad_labels: List[str] = field(default_factory=list)
+    error: str = ''                     # the split cannot be read at all (missing folder, list file)
+    expected: Optional[int] = None      # a release's known count, shown when it differs
+    folder: str = ''
+    classes_never_seen: List[str] = field(default_factory=list)  # only when label values were read
 
     @property
     def ok(self) -> bool:
-        return not (self.images_without_label or self.labels_without_image or self.bad_labels) and self.images > 0
+        return not (self.error or self.images_without_label or self.labels_without_image
+                    or self.listed_but_missing or self.bad_labels) and self.images > 0
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """What a split's label files may hold: class ids ``0..K-1`` and ``ignore_index``, read
+    after ``reduce_zero_label`` (file 0 -> ignored, file k -> class k - 1, file 255 stays
+    ignored), as mmseg's ``LoadAnnotations`` reads them."""
+    dataset: str
+    classes: tuple
+    reduce_zero_label: bool
+    ignore_index: int = IGNORE_INDEX
+
+    def problem(self, values: np.ndarray) -> Optional[str]:
+        """``values``: the sorted distinct values of one label file."""
+        k = len(self.classes)
+        if self.reduce_zero_label:
+            bad, limit = values[(values > k) & (values != IGNORE_INDEX)], k
+            rule = f'{self.dataset} label files hold 0 = ignored, 1..{k}'
+        else:
+            bad, limit = values[(values >= k) & (values != self.ignore_index)], k - 1
+            rule = f'{self.dataset} label files hold 0..{k - 1}, {self.ignore_index} = ignored'
+        if not bad.size:
+            return None
+        shown = ', '.join(str(int(v)) for v in bad[:5]) + (' ...' if bad.size > 5 else '')
+        return f'{"values" if bad.size > 1 else "value"} {shown} > {limit} ({rule})'
+
+    def class_ids(self, values: np.ndarray) -> np.ndarray:
+        ids = values.astype(np.int64) - (1 if self.reduce_zero_label else 0)
+        return ids[(ids >= 0) & (ids < len(self.classes))]
+
+
+def label_rule(dataset_cfg: dict) -> LabelRule:
+    from mmseg.registry import DATASETS
+    cls = DATASETS.get(dataset_cfg.get('type'))
+    classes = (dataset_cfg.get('metainfo') or {}).get('classes') or cls.METAINFO['classes']
+    reduce = dataset_cfg.get('reduce_zero_label', _default(cls, 'reduce_zero_label'))
+    ignore = dataset_cfg.get('ignore_index', _default(cls, 'ignore_index'))
+    return LabelRule(cls.__name__, tuple(classes), bool(reduce), IGNORE_INDEX if ignore is None else ignore)
+
+
+def _pairs(dataset_cfg: dict, name: str, rep: SplitReport):
+    """``{key: image path}``, ``{key: label path}`` of a split, filling the unpaired lists."""
+    folders = check_folders(dataset_cfg, name)
+    if folders is None:
+        raise DatasetError(f'{name}: {dataset_cfg.get("type")!r} with data_root {dataset_cfg.get("data_root")!r} '
+                           'is not a local mmseg folder dataset; nothing to check')
+    cls, img_dir, seg_dir = folders
+    img_suffix = dataset_cfg.get('img_suffix', _default(cls, 'img_suffix'))
+    seg_suffix = dataset_cfg.get('seg_map_suffix', _default(cls, 'seg_map_suffix'))
+    rep.folder = img_dir
+    if dataset_cfg.get('ann_file'):  # a split list: each name listed needs both files
+        names = read_split_list(dataset_cfg, name)
+        images = {n: osp.join(img_dir, n + img_suffix) for n in names}
+        rep.listed_but_missing = sorted(p for p in images.values() if not osp.isfile(p))
+        images = {n: p for n, p in images.items() if osp.isfile(p)}
+        labels = {n: osp.join(seg_dir, n + seg_suffix) for n in names}
+        labels = {n: p for n, p in labels.items() if osp.isfile(p)}
+    else:
+        images = {k: osp.join(img_dir, v) for k, v in _listing(img_dir, img_suffix).items()}
+        labels = {k: osp.join(seg_dir, v) for k, v in _listing(seg_dir, seg_suffix).items()}
+        rep.labels_without_image = sorted(labels[k] for k in labels.keys() - images.keys())
+    rep.images_without_label = sorted(images[k] for k in images.keys() - labels.keys())
+    rep.images, rep.labels = len(images), len(labels)
+    return images, labels
+
+
+def check_split(dataset_cfg: dict, name: str, check_values: bool = False,
+                expected: Optional[int] = None) -> SplitReport:
+    """The report of one dataset config (``train_dataloader.dataset``); never raises for
+    what it finds: a split that cannot be read has ``error`` set."""
+    rep = SplitReport(name, expected=expected)
+    try:
+        images, labels = _pairs(dataset_cfg, name, rep)
+        rule = label_rule(dataset_cfg)
+    except DatasetError as e:
+        rep.error = str(e)
+        return rep
+    if rep.images == 0:
+        rep.error = f'{name}: no images in {rep.folder}: the split is empty'
+    if check_values:
+        keys = sorted(images.keys() & labels.keys())
+        # cv2 decodes without the GIL: threads make the 22k files of ADE20K a minute's work
+        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+            results = list(pool.map(lambda k: _read_label(labels[k], images[k], rule), keys))
+        rep.bad_labels = [f'{labels[k]}: {problem}' for k, (problem, _) in zip(keys, results) if problem]
+        seen = np.zeros(len(rule.classes), bool)
+        for _, present in results:
+            seen[present] = True
+        rep.classes_never_seen = [rule.classes[i] for i in np.flatnonzero(~seen)] if keys else []
+    return rep
+
+
+def _read_label(label_path: str, image_path: str, rule: LabelRule):
+    label = cv2.imread(label_path, cv2.IMREAD_UNCHANGED)
+    if label is None:
+        return 'unreadable', []
+    if label.ndim != 2:
+        return f'has {label.shape[2]} channels, expected a single-channel class-id map', []
+    values = np.unique(label)
+    problem = rule.problem(values)
+    if problem:
+        return problem, []
+    img = cv2.imread(image_path, cv2.IMREAD_UNCHANGED)
+    if img is None:
+        return f'its image {image_path} is unreadable', []
+    if img.shape[:2] != label.shape:
+        return (f'size {label.shape[1]}x{label.shape[0]} differs from its image {img.shape[1]}x{img.shape[0]}',
+                [])
+    return None, rule.class_ids(values)
+
+
+def check_config(cfg, phases: Sequence[str] = ('train', 'val', 'test'),
+                 check_values: bool = False) -> List[SplitReport]:
+    """One report per distinct dataset of the config's ``<phase>_dataloader``s (a test set
+    that is the val set is checked once); wrappers (Concat/RepeatDataset) are followed."""
+    reports, done = [], []
+    for phase in phases:
+        loader = cfg.get(f'{phase}_dataloader')
+        if not loader:
+            continue
+        for where, dataset_cfg in _leaves(loader['dataset'], f'{phase}_dataloader.dataset'):
+            if dataset_cfg in done:
+                continue
+            done.append(dataset_cfg)
+            reports.append(check_split(dataset_cfg, where, check_values))
+    return reports
+
+
+def _leaves(dataset_cfg: dict, where: str):
+    if 'datasets' in dataset_cfg:
+        for i, d in enumerate(dataset_cfg['datasets']):
+            yield from _leaves(d, f'{where}.datasets[{i}]')
+    elif 'dataset' in dataset_cfg:
+        yield from _leaves(dataset_cfg['dataset'], f'{where}.dataset')
+    else:
+        yield where, dataset_cfg
 
 
 def check_ade20k(root, check_values: bool = False) -> List[SplitReport]:
@@ -34,50 +187,25 @@ def check_ade20k(root, check_values: bool = False) -> List[SplitReport]:
     if not (root / 'images').is_dir():
         raise FileNotFoundError(f'{root} is not an ADE20K folder: expected {root}/images/{{training,validation}} '
                                 f'and {root}/annotations/{{training,validation}}')
-    reports = []
-    for split in SPLITS:
-        rep = SplitReport(split)
-        images = {p.stem: p for p in (root / 'images' / split).glob('*.jpg')}
-        labels = {p.stem: p for p in (root / 'annotations' / split).glob('*.png')}
-        rep.images, rep.labels = len(images), len(labels)
-        rep.images_without_label = sorted(str(images[k]) for k in images.keys() - labels.keys())
-        rep.labels_without_image = sorted(str(labels[k]) for k in labels.keys() - images.keys())
-        if check_values:
-            keys = sorted(images.keys() & labels.keys())
-            # cv2 decodes without the GIL: threads make the 22k files of the release a minute's work
-            with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-                problems = pool.map(lambda k: _label_problem(labels[k], images[k]), keys)
-                rep.bad_labels = [f'{labels[k]}: {p}' for k, p in zip(keys, problems) if p]
-        reports.append(rep)
-    return reports
-
-
-def _label_problem(label_path: Path, image_path: Path) -> Optional[str]:
-    label = cv2.imread(str(label_path), cv2.IMREAD_UNCHANGED)
-    if label is None:
-        return 'unreadable'
-    if label.ndim != 2:
-        return f'has {label.shape[2]} channels, expected a single-channel class-id map'
-    high = int(label.max())
-    if high > NUM_CLASSES:
-        return f'value {high} > {NUM_CLASSES} (ADE20K ids are 0 = other, 1..150)'
-    img = cv2.imread(str(image_path), cv2.IMREAD_UNCHANGED)
-    if img is None:
-        return f'its image {image_path} is unreadable'
-    if img.shape[:2] != label.shape:
-        return f'size {label.shape[1]}x{label.shape[0]} differs from its image {img.shape[1]}x{img.shape[0]}'
-    return None
+    return [check_split(dict(type='ADE20KDataset', data_root=str(root),
+                             data_prefix=dict(img_path=f'images/{split}', seg_map_path=f'annotations/{split}')),
+                        split, check_values, expected) for split, expected in ADE20K_SPLITS.items()]
 
 
 def format_report(reports: List[SplitReport], show: int = 5) -> str:
     lines = []
     for rep in reports:
-        expected = EXPECTED[rep.split]
-        note = '' if rep.images == expected else f' (the official release has {expected})'
+        if rep.error:
+            lines.append(rep.error)  # names its split already
+            continue
+        note = '' if rep.expected in (None, rep.images) else f' (the official release has {rep.expected})'
         lines.append(f'{rep.split}: {rep.images} images, {rep.labels} labels{note}')
         for title, items in (('images without label', rep.images_without_label),
-                             ('labels without image', rep.labels_without_image), ('bad labels', rep.bad_labels)):
+                             ('labels without image', rep.labels_without_image),
+                             ('listed but missing', rep.listed_but_missing), ('bad labels', rep.bad_labels),
+                             ('classes never seen (not an error)', rep.classes_never_seen)):
             if items:
-                lines.append(f'  {len(items)} {title}: ' + ', '.join(items[:show]) + (' ...' if len(items) > show else ''))
+                more = ' ...' if len(items) > show else ''
+                lines.append(f'  {len(items)} {title}: ' + ', '.join(items[:show]) + more)
     lines.append('OK' if all(r.ok for r in reports) else 'PROBLEMS FOUND')
     return '\n'.join(lines)

@@ -1,8 +1,9 @@
-"""A small dataset in ADE20K's official layout whose pictures a short training can learn.
+"""Pictures a short training can learn, and ADE20K's official layout filled with them.
 
 Each class used has its own colour, texture (stripe frequency and direction) and, for
-objects, its own shape, so pixels carry the class in local appearance and in shape.
-Label 0 ("other", ignored under ``reduce_zero_label``) marks a thin frame.
+objects, its own shape, so pixels carry the class in local appearance and in shape. A
+thin frame is labelled 0 ("other", ignored under ``reduce_zero_label``). ``layouts.py``
+relabels these pictures for the other datasets' layouts.
 """
 import math
 from pathlib import Path
@@ -51,9 +52,10 @@ def _draw_shape(shape: str, h: int, w: int, rng) -> np.ndarray:
     return mask.astype(bool)
 
 
-def synthetic_sample(size: int, rng: np.random.Generator):
-    """One (BGR uint8 image, uint8 label) pair of size x round(1.25 * size)."""
-    h, w = size, int(round(size * 1.25))
+def synthetic_sample(size: int, rng: np.random.Generator, aspect: float = 1.25):
+    """One (BGR uint8 image, ADE20K uint8 label) pair of size x round(aspect * size): two
+    stuff regions (top, bottom) and one to three objects."""
+    h, w = size, int(round(size * aspect))
     img = np.zeros((h, w, 3), np.float32)
     label = np.zeros((h, w), np.uint8)
     split = int(rng.integers(h // 3, 2 * h // 3))  # two stuff regions: top and bottom

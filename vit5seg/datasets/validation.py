@@ -6,7 +6,7 @@ mmseg lists the image folder and derives each label path without looking, so a w
 """
 import inspect
 import os.path as osp
-from typing import Optional
+from typing import List, Optional
 
 from mmengine.fileio import list_dir_or_file
 
@@ -33,21 +33,13 @@ def _show(names, limit: int = 3) -> str:
     return ', '.join(names[:limit]) + (f' and {len(names) - limit} more' if len(names) > limit else '')
 
 
-def check_dataset_config(dataset_cfg: dict, where: str) -> Optional[int]:
-    """Raise :class:`DatasetError` for a missing/empty/unpaired split; return its size.
-
-    ``where`` is the config path of ``dataset_cfg`` (``train_dataloader.dataset``), used
-    in the messages. Wrappers (``ConcatDataset``, ``RepeatDataset``) are followed;
-    datasets that are not mmseg folder datasets, and remote roots, are not checked.
-    """
+def check_folders(dataset_cfg: dict, where: str):
+    """``(dataset class, image folder, label folder)`` of a folder dataset whose folders
+    exist (:class:`DatasetError` otherwise); ``None`` for what is not checked: datasets
+    that are not mmseg folder datasets, remote roots."""
     from mmseg.datasets import BaseSegDataset
     from mmseg.registry import DATASETS
 
-    if 'datasets' in dataset_cfg:
-        return sum(check_dataset_config(d, f'{where}.datasets[{i}]') or 0
-                   for i, d in enumerate(dataset_cfg['datasets']))
-    if 'dataset' in dataset_cfg:
-        return check_dataset_config(dataset_cfg['dataset'], f'{where}.dataset')
     cls = DATASETS.get(dataset_cfg.get('type'))
     if cls is None or not (inspect.isclass(cls) and issubclass(cls, BaseSegDataset)):
         return None
@@ -65,8 +57,43 @@ def check_dataset_config(dataset_cfg: dict, where: str) -> Optional[int]:
         if not osp.isdir(folder):
             raise DatasetError(f'{where}: folder {folder} does not exist ({where}.data_prefix.{key} = '
                                f'{prefix.get(key)!r} under data_root {data_root!r})')
-    if dataset_cfg.get('ann_file'):
-        return None  # names come from the list file; mmseg reads it and fails on a missing one itself
+    return cls, img_dir, seg_dir
+
+
+def read_split_list(dataset_cfg: dict, where: str) -> List[str]:
+    """The names in a dataset's ``ann_file`` (relative to ``data_root``, as mmseg joins it);
+    mmseg itself only asserts that the file exists."""
+    ann_file = dataset_cfg['ann_file']
+    data_root = dataset_cfg.get('data_root') or ''
+    path = ann_file if osp.isabs(ann_file) or not data_root else osp.join(data_root, ann_file)
+    if not osp.isfile(path):
+        raise DatasetError(f'{where}.ann_file: split list {path} does not exist ({ann_file!r} under data_root '
+                           f'{data_root!r})')
+    with open(path) as f:
+        names = [line.strip() for line in f if line.strip()]
+    if not names:
+        raise DatasetError(f'{where}.ann_file: split list {path} is empty')
+    return names
+
+
+def check_dataset_config(dataset_cfg: dict, where: str) -> Optional[int]:
+    """Raise :class:`DatasetError` for a missing/empty/unpaired split; return its size.
+
+    ``where`` is the config path of ``dataset_cfg`` (``train_dataloader.dataset``), used
+    in the messages. Wrappers (``ConcatDataset``, ``RepeatDataset``) are followed;
+    datasets that are not mmseg folder datasets, and remote roots, are not checked.
+    """
+    if 'datasets' in dataset_cfg:
+        return sum(check_dataset_config(d, f'{where}.datasets[{i}]') or 0
+                   for i, d in enumerate(dataset_cfg['datasets']))
+    if 'dataset' in dataset_cfg:
+        return check_dataset_config(dataset_cfg['dataset'], f'{where}.dataset')
+    folders = check_folders(dataset_cfg, where)
+    if folders is None:
+        return None
+    cls, img_dir, seg_dir = folders
+    if dataset_cfg.get('ann_file'):  # names come from a split list (Pascal Context)
+        return len(read_split_list(dataset_cfg, where))
     img_suffix = dataset_cfg.get('img_suffix', _default(cls, 'img_suffix'))
     seg_suffix = dataset_cfg.get('seg_map_suffix', _default(cls, 'seg_map_suffix'))
     images, labels = _listing(img_dir, img_suffix), _listing(seg_dir, seg_suffix)
