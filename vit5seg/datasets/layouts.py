@@ -20,10 +20,9 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict
 
-import cv2
 import numpy as np
 
-from .synthetic import OBJECT_IDS, STUFF_IDS, make_synthetic_ade20k, synthetic_sample
+from .synthetic import OBJECT_IDS, STUFF_IDS, make_synthetic_ade20k, synthetic_sample, write_image
 
 DATASETS = ('ade20k', 'cityscapes', 'pascal_context', 'coco_stuff', 'custom')
 # where each writer puts its data under ROOT: the configs' data_root relative to ROOT
@@ -59,13 +58,6 @@ def _samples(count: int, size: int, rng, aspect: float, stuff, objects, frame_id
         yield i, (img, relabel[label])
 
 
-def _write(path: Path, array: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    params = [cv2.IMWRITE_JPEG_QUALITY, 95] if path.suffix == '.jpg' else []
-    if not cv2.imwrite(str(path), array, params):
-        raise OSError(f'could not write {path}')
-
-
 def _cityscapes(root: Path, counts: dict, size: int, rng) -> None:
     train_ids = _class_ids('CityscapesDataset', ('road', 'building', 'vegetation', 'sky',
                                                  'person', 'car', 'traffic sign', 'bus'))
@@ -76,10 +68,10 @@ def _cityscapes(root: Path, counts: dict, size: int, rng) -> None:
         for i, (img, label_id) in _samples(count, size, rng, 2.0, label_ids[:4], label_ids[4:], 0):
             city = cities[split][i % 2]
             stem = f'{city}_{i // 2:06d}_000019'
-            _write(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', img)
+            write_image(root / 'leftImg8bit' / split / city / f'{stem}_leftImg8bit.png', img)
             gt = root / 'gtFine' / split / city
-            _write(gt / f'{stem}_gtFine_labelIds.png', label_id)
-            _write(gt / f'{stem}_gtFine_labelTrainIds.png', to_train[label_id])
+            write_image(gt / f'{stem}_gtFine_labelIds.png', label_id)
+            write_image(gt / f'{stem}_gtFine_labelTrainIds.png', to_train[label_id])
 
 
 def _pascal_context(root: Path, counts: dict, size: int, rng) -> None:
@@ -92,8 +84,8 @@ def _pascal_context(root: Path, counts: dict, size: int, rng) -> None:
         names = []
         for i, (img, label) in _samples(counts[split], size, rng, 4 / 3, ids[:4], ids[4:], 0):
             names.append(f'{year}_{i + 1:06d}')
-            _write(root / 'JPEGImages' / f'{names[-1]}.jpg', img)
-            _write(root / 'SegmentationClassContext' / f'{names[-1]}.png', label)
+            write_image(root / 'JPEGImages' / f'{names[-1]}.jpg', img)
+            write_image(root / 'SegmentationClassContext' / f'{names[-1]}.png', label)
         (lists / f'{split}.txt').write_text(''.join(n + '\n' for n in names))
 
 
@@ -105,17 +97,17 @@ def _coco_stuff(root: Path, counts: dict, size: int, rng) -> None:
     for split, offset in (('train', 0), ('val', 500000)):
         for i, (img, train_id) in _samples(counts[split], size, rng, 4 / 3, train_ids[:4], train_ids[4:], 255):
             stem = f'{offset + 9 + i:012d}'
-            _write(root / 'images' / f'{split}2017' / f'{stem}.jpg', img)
-            _write(root / 'annotations' / f'{split}2017' / f'{stem}.png', to_raw[train_id])
-            _write(root / 'annotations' / f'{split}2017' / f'{stem}_labelTrainIds.png', train_id)
+            write_image(root / 'images' / f'{split}2017' / f'{stem}.jpg', img)
+            write_image(root / 'annotations' / f'{split}2017' / f'{stem}.png', to_raw[train_id])
+            write_image(root / 'annotations' / f'{split}2017' / f'{stem}_labelTrainIds.png', train_id)
 
 
 def _custom(root: Path, counts: dict, size: int, rng) -> None:
     ids = tuple(range(len(CUSTOM_CLASSES)))
     for split, count in counts.items():
         for i, (img, label) in _samples(count, size, rng, 4 / 3, ids[:4], ids[4:], 255):
-            _write(root / 'images' / split / f'{split}_{i:04d}.jpg', img)
-            _write(root / 'annotations' / split / f'{split}_{i:04d}.png', label)
+            write_image(root / 'images' / split / f'{split}_{i:04d}.jpg', img)
+            write_image(root / 'annotations' / split / f'{split}_{i:04d}.png', label)
 
 
 _WRITERS: Dict[str, Callable] = {'cityscapes': _cityscapes, 'pascal_context': _pascal_context,

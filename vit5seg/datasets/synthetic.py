@@ -74,6 +74,14 @@ def synthetic_sample(size: int, rng: np.random.Generator, aspect: float = 1.25):
     return np.clip(img, 0, 255).astype(np.uint8), label
 
 
+def write_image(path: Path, array: np.ndarray) -> None:
+    """A JPEG at quality 95 or a lossless PNG (label maps), by ``path``'s suffix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    params = [cv2.IMWRITE_JPEG_QUALITY, 95] if path.suffix == '.jpg' else []
+    if not cv2.imwrite(str(path), array, params):
+        raise OSError(f'could not write {path}')
+
+
 def make_synthetic_ade20k(out_dir, num_train: int = 64, num_val: int = 16, size: int = 128, seed: int = 0) -> Path:
     """Write ``out_dir/ADEChallengeData2016/{images,annotations}/{training,validation}``;
     returns the ``ADEChallengeData2016`` folder."""
@@ -86,6 +94,6 @@ def make_synthetic_ade20k(out_dir, num_train: int = 64, num_val: int = 16, size:
         for i in range(count):
             img, label = synthetic_sample(size, rng)
             name = f'ADE_{tag}_{i + 1:08d}'
-            cv2.imwrite(str(img_dir / f'{name}.jpg'), img, [cv2.IMWRITE_JPEG_QUALITY, 95])
-            cv2.imwrite(str(ann_dir / f'{name}.png'), label)
+            write_image(img_dir / f'{name}.jpg', img)
+            write_image(ann_dir / f'{name}.png', label)
     return root
