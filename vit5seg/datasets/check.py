@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence
 import cv2
 import numpy as np
 
-from .validation import DatasetError, _default, _listing, check_folders, read_split_list
+from .validation import DatasetError, _default, _listing, check_folders, dataset_leaves, read_split_list
 
 ADE20K_SPLITS = {'training': 20210, 'validation': 2000}  # the official ADEChallengeData2016 counts
 IGNORE_INDEX = 255
@@ -72,9 +72,7 @@ class LabelRule:
         return ids[(ids >= 0) & (ids < len(self.classes))]
 
 
-def label_rule(dataset_cfg: dict) -> LabelRule:
-    from mmseg.registry import DATASETS
-    cls = DATASETS.get(dataset_cfg.get('type'))
+def label_rule(dataset_cfg: dict, cls: type) -> LabelRule:
     classes = (dataset_cfg.get('metainfo') or {}).get('classes') or cls.METAINFO['classes']
     reduce = dataset_cfg.get('reduce_zero_label', _default(cls, 'reduce_zero_label'))
     ignore = dataset_cfg.get('ignore_index', _default(cls, 'ignore_index'))
@@ -82,14 +80,13 @@ def label_rule(dataset_cfg: dict) -> LabelRule:
 
 
 def _pairs(dataset_cfg: dict, name: str, rep: SplitReport):
-    """``{key: image path}``, ``{key: label path}`` of a split, filling the unpaired lists."""
+    """The split's dataset class, ``{key: image path}`` and ``{key: label path}``, filling
+    the unpaired lists."""
     folders = check_folders(dataset_cfg, name)
     if folders is None:
         raise DatasetError(f'{name}: {dataset_cfg.get("type")!r} with data_root {dataset_cfg.get("data_root")!r} '
                            'is not a local mmseg folder dataset; nothing to check')
-    cls, img_dir, seg_dir = folders
-    img_suffix = dataset_cfg.get('img_suffix', _default(cls, 'img_suffix'))
-    seg_suffix = dataset_cfg.get('seg_map_suffix', _default(cls, 'seg_map_suffix'))
+    cls, img_dir, seg_dir, img_suffix, seg_suffix = folders
     rep.folder = img_dir
     if dataset_cfg.get('ann_file'):  # a split list: each name listed needs both files
         names = read_split_list(dataset_cfg, name)
@@ -104,7 +101,7 @@ def _pairs(dataset_cfg: dict, name: str, rep: SplitReport):
         rep.labels_without_image = sorted(labels[k] for k in labels.keys() - images.keys())
     rep.images_without_label = sorted(images[k] for k in images.keys() - labels.keys())
     rep.images, rep.labels = len(images), len(labels)
-    return images, labels
+    return cls, images, labels
 
 
 def check_split(dataset_cfg: dict, name: str, check_values: bool = False,
@@ -113,8 +110,8 @@ def check_split(dataset_cfg: dict, name: str, check_values: bool = False,
     what it finds: a split that cannot be read has ``error`` set."""
     rep = SplitReport(name, expected=expected)
     try:
-        images, labels = _pairs(dataset_cfg, name, rep)
-        rule = label_rule(dataset_cfg)
+        cls, images, labels = _pairs(dataset_cfg, name, rep)
+        rule = label_rule(dataset_cfg, cls)
     except DatasetError as e:
         rep.error = str(e)
         return rep
@@ -161,22 +158,12 @@ def check_config(cfg, phases: Sequence[str] = ('train', 'val', 'test'),
         loader = cfg.get(f'{phase}_dataloader')
         if not loader:
             continue
-        for where, dataset_cfg in _leaves(loader['dataset'], f'{phase}_dataloader.dataset'):
+        for where, dataset_cfg in dataset_leaves(loader['dataset'], f'{phase}_dataloader.dataset'):
             if dataset_cfg in done:
                 continue
             done.append(dataset_cfg)
             reports.append(check_split(dataset_cfg, where, check_values))
     return reports
-
-
-def _leaves(dataset_cfg: dict, where: str):
-    if 'datasets' in dataset_cfg:
-        for i, d in enumerate(dataset_cfg['datasets']):
-            yield from _leaves(d, f'{where}.datasets[{i}]')
-    elif 'dataset' in dataset_cfg:
-        yield from _leaves(dataset_cfg['dataset'], f'{where}.dataset')
-    else:
-        yield where, dataset_cfg
 
 
 def check_ade20k(root, check_values: bool = False) -> List[SplitReport]:

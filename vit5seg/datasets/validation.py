@@ -6,7 +6,7 @@ mmseg lists the image folder and derives each label path without looking, so a w
 """
 import inspect
 import os.path as osp
-from typing import List, Optional
+from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from mmengine.fileio import list_dir_or_file
 
@@ -33,10 +33,31 @@ def _show(names, limit: int = 3) -> str:
     return ', '.join(names[:limit]) + (f' and {len(names) - limit} more' if len(names) > limit else '')
 
 
-def check_folders(dataset_cfg: dict, where: str):
-    """``(dataset class, image folder, label folder)`` of a folder dataset whose folders
-    exist (:class:`DatasetError` otherwise); ``None`` for what is not checked: datasets
-    that are not mmseg folder datasets, remote roots."""
+class SplitFolders(NamedTuple):
+    """Where a folder dataset's files are and how they are named (config or class default)."""
+    cls: type
+    img_dir: str
+    seg_dir: str
+    img_suffix: str
+    seg_suffix: str
+
+
+def dataset_leaves(dataset_cfg: dict, where: str) -> Iterator[Tuple[str, dict]]:
+    """``(config path, dataset config)`` of each dataset inside the wrappers
+    (``ConcatDataset``'s ``datasets``, ``RepeatDataset``'s ``dataset``)."""
+    if 'datasets' in dataset_cfg:
+        for i, d in enumerate(dataset_cfg['datasets']):
+            yield from dataset_leaves(d, f'{where}.datasets[{i}]')
+    elif 'dataset' in dataset_cfg:
+        yield from dataset_leaves(dataset_cfg['dataset'], f'{where}.dataset')
+    else:
+        yield where, dataset_cfg
+
+
+def check_folders(dataset_cfg: dict, where: str) -> Optional[SplitFolders]:
+    """The :class:`SplitFolders` of a folder dataset whose folders exist
+    (:class:`DatasetError` otherwise); ``None`` for what is not checked: datasets that are
+    not mmseg folder datasets, remote roots."""
     from mmseg.datasets import BaseSegDataset
     from mmseg.registry import DATASETS
 
@@ -57,7 +78,8 @@ def check_folders(dataset_cfg: dict, where: str):
         if not osp.isdir(folder):
             raise DatasetError(f'{where}: folder {folder} does not exist ({where}.data_prefix.{key} = '
                                f'{prefix.get(key)!r} under data_root {data_root!r})')
-    return cls, img_dir, seg_dir
+    return SplitFolders(cls, img_dir, seg_dir, dataset_cfg.get('img_suffix', _default(cls, 'img_suffix')),
+                        dataset_cfg.get('seg_map_suffix', _default(cls, 'seg_map_suffix')))
 
 
 def read_split_list(dataset_cfg: dict, where: str) -> List[str]:
@@ -83,19 +105,17 @@ def check_dataset_config(dataset_cfg: dict, where: str) -> Optional[int]:
     in the messages. Wrappers (``ConcatDataset``, ``RepeatDataset``) are followed;
     datasets that are not mmseg folder datasets, and remote roots, are not checked.
     """
-    if 'datasets' in dataset_cfg:
-        return sum(check_dataset_config(d, f'{where}.datasets[{i}]') or 0
-                   for i, d in enumerate(dataset_cfg['datasets']))
-    if 'dataset' in dataset_cfg:
-        return check_dataset_config(dataset_cfg['dataset'], f'{where}.dataset')
+    sizes = [_check_split_folders(d, w) for w, d in dataset_leaves(dataset_cfg, where)]
+    return sizes[0] if len(sizes) == 1 else sum(s or 0 for s in sizes)
+
+
+def _check_split_folders(dataset_cfg: dict, where: str) -> Optional[int]:
     folders = check_folders(dataset_cfg, where)
     if folders is None:
         return None
-    cls, img_dir, seg_dir = folders
+    _, img_dir, seg_dir, img_suffix, seg_suffix = folders
     if dataset_cfg.get('ann_file'):  # names come from a split list (Pascal Context)
         return len(read_split_list(dataset_cfg, where))
-    img_suffix = dataset_cfg.get('img_suffix', _default(cls, 'img_suffix'))
-    seg_suffix = dataset_cfg.get('seg_map_suffix', _default(cls, 'seg_map_suffix'))
     images, labels = _listing(img_dir, img_suffix), _listing(seg_dir, seg_suffix)
     if not images:
         raise DatasetError(f'{where}: no *{img_suffix} images in {img_dir}: the split is empty')
