@@ -87,3 +87,16 @@ def test_missing_data_root_and_config(tmp_path):
         f"{tmp_path}); set data_root in the config or with --cfg-options train_dataloader.dataset.data_root=PATH")
     missing = _tool(tmp_path / 'nope.py', tmp_path)
     assert missing.returncode == 1 and missing.stderr.startswith('error: ') and 'nope.py' in missing.stderr
+
+
+def test_wrapped_datasets_are_followed(tmp_path, monkeypatch):
+    make_synthetic_data('coco_stuff', tmp_path / 'data' / 'synthetic', num_train=3, num_val=2, size=32)
+    make_synthetic_data('cityscapes', tmp_path / 'data' / 'synthetic', num_train=4, num_val=2, size=32)
+    monkeypatch.chdir(tmp_path)
+    coco = Config.fromfile(str(TINY / 'vit5_upernet_synthetic_coco_stuff.py')).train_dataloader.dataset
+    city = Config.fromfile(str(TINY / 'vit5_upernet_synthetic_cityscapes.py')).train_dataloader.dataset
+    wrapped = dict(type='RepeatDataset', times=2, dataset=dict(type='ConcatDataset', datasets=[coco, city]))
+    assert check_dataset_config(wrapped, 'train_dataloader.dataset') == 7
+    reports = check_config(Config(dict(train_dataloader=dict(dataset=wrapped))), ('train',))
+    assert [(r.split, r.images) for r in reports] == [
+        ('train_dataloader.dataset.dataset.datasets[0]', 3), ('train_dataloader.dataset.dataset.datasets[1]', 4)]
