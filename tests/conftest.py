@@ -1,3 +1,4 @@
+import json
 import os
 import sys
 from pathlib import Path
@@ -10,6 +11,20 @@ sys.path.insert(0, str(Path(__file__).parent))  # reference_vit5
 import vit5seg  # noqa: E402,F401  (registers ViT5)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def logged_scalars(work_dir: Path) -> list:
+    """Every record mmengine logged in ``work_dir`` (all runs, oldest first)."""
+    files = sorted(Path(work_dir).glob('*/vis_data/scalars.json'))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+def class_table(log: str) -> list:
+    """The first column of the per-class table a test run prints: 'Class', then the names."""
+    rows = log.split('per class results:')[1].split('Iter(test)')[0].splitlines()
+    return [row.split('|')[1].strip() for row in rows if row.startswith('|')]
+
+
 # A narrow, shallow ViT-5 (head dim 16, so 4 rotary frequencies per axis).
 TINY = dict(embed_dims=32, num_layers=2, num_heads=2)
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from mmseg.registry import DATASETS
 
-from conftest import REPO
+from conftest import REPO, class_table, logged_scalars
 from vit5seg.datasets import make_synthetic_data
 
 pytestmark = pytest.mark.slow
@@ -31,13 +31,10 @@ def test_tiny_twin_trains_and_tests(dataset, tmp_path):
     config = REPO / 'configs' / 'tiny' / f'vit5_upernet_synthetic_{dataset}.py'
     _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run', '--cfg-options', f'train_cfg.max_iters={ITERS}',
           f'train_cfg.val_interval={ITERS}', f'param_scheduler.1.end={ITERS}', 'randomness.seed=0'], tmp_path)
-    logged = [json.loads(line) for f in sorted((tmp_path / 'run').glob('*/vis_data/scalars.json'))
-              for line in f.read_text().splitlines() if 'mIoU' in line][-1]
+    logged = [r for r in logged_scalars(tmp_path / 'run') if 'mIoU' in r][-1]
     log = _run([REPO / 'tools' / 'test.py', config, f'run/iter_{ITERS}.pth', '--work-dir', 'test'], tmp_path)
     tested = json.loads(sorted((tmp_path / 'test').glob('*/*.json'))[-1].read_text())
-    table = [row.split('|')[1].strip() for row in log.split('per class results:')[1].split('Iter(test)')[0]
-             .splitlines() if row.startswith('|')]
-    assert table == ['Class', *DATASETS.get(TWINS[dataset]).METAINFO['classes']]
+    assert class_table(log) == ['Class', *DATASETS.get(TWINS[dataset]).METAINFO['classes']]
     for key in ('mIoU', 'aAcc'):
         assert tested[key] == pytest.approx(logged[key], abs=1e-2)
     # learned: the four stuff classes at least (objects take longer; see the closing note of #18)

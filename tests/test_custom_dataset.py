@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mmengine.config import Config
 
-from conftest import REPO
+from conftest import REPO, class_table
 from vit5seg.datasets import CUSTOM_CLASSES, DatasetError, make_synthetic_data
 from vit5seg.datasets.custom import _base_path, check_custom_folder, write_custom_config
 from vit5seg.hub import OFFICIAL_WEIGHTS
@@ -127,9 +127,7 @@ def test_the_guide_from_a_folder_to_a_test_table(tmp_path):
     printed = [line.strip() for line in make_config.splitlines() if line.startswith('  python')]
     guide_next = _guide_commands('## 2.')[2:]
     assert [shlex.split(p)[1:] for p in printed] == [[repo_path(a) for a in c[1:]] for c in guide_next]
-    table = [row.split('|')[1].strip() for row in test.split('per class results:')[1].split('Iter(test)')[0]
-             .splitlines() if row.startswith('|')]
-    assert table == ['Class', *CUSTOM_CLASSES]
+    assert class_table(test) == ['Class', *CUSTOM_CLASSES]
     iou = {row.split('|')[1].strip(): float(row.split('|')[2]) for row in test.splitlines()
            if row.startswith('|') and row.split('|')[1].strip() in CUSTOM_CLASSES}
     assert min(iou[c] for c in ('sky', 'grass', 'sand', 'water')) > 50, iou  # what 500 iterations reach

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, logged_scalars
 from vit5seg.datasets import make_synthetic_ade20k
 from vit5seg.selfcheck import DDP_WORKER
 
@@ -24,11 +24,6 @@ def _run(args, cwd, env=ENV, timeout=600):
                          timeout=timeout)
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-4000:])
     return out.stdout + out.stderr
-
-
-def _scalars(work_dir: Path):
-    files = sorted(work_dir.glob('*/vis_data/scalars.json'))
-    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
 
 
 @pytest.fixture(scope='module')
@@ -51,13 +46,13 @@ def test_train_writes_mmengine_work_dir(project):
     run = cwd / 'run'
     assert (run / 'iter_10.pth').is_file() and (run / 'iter_20.pth').is_file()
     assert (run / 'last_checkpoint').read_text().strip().endswith('iter_20.pth')
-    records = _scalars(run)
+    records = logged_scalars(run)
     assert any('mIoU' in r for r in records) and any('loss' in r for r in records)
 
 
 def test_test_tool_reproduces_the_metric_logged_at_the_end_of_training(project):
     cwd, config, _ = project
-    logged = [r for r in _scalars(cwd / 'run') if 'mIoU' in r][-1]
+    logged = [r for r in logged_scalars(cwd / 'run') if 'mIoU' in r][-1]
     _run([REPO / 'tools' / 'test.py', config, 'run/iter_20.pth', '--work-dir', 'test_out', '--show-dir', 'vis'],
          cwd)
     metrics_json = sorted((cwd / 'test_out').glob('*/*.json'))
@@ -74,7 +69,7 @@ def test_resume_continues_iteration_lr_and_optimizer_state(project):
     log = _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run_more', '--resume',
                 '--cfg-options', 'train_cfg.max_iters=30'], cwd)
     assert 'resumed epoch: 0, iter: 20' in log  # auto: the work dir's last checkpoint
-    records = [r for r in _scalars(cwd / 'run_more') if 'lr' in r]
+    records = [r for r in logged_scalars(cwd / 'run_more') if 'lr' in r]
     before = {r['iter']: r['lr'] for r in records if r['iter'] <= 20}
     after = [r for r in records if r['iter'] > 20]
     assert after and min(r['iter'] for r in after) == 30 and before
@@ -86,7 +81,7 @@ def test_resume_continues_iteration_lr_and_optimizer_state(project):
     resumed_from_10 = _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run10', '--resume',
                             str(cwd / 'run' / 'iter_10.pth')], cwd)
     assert 'resumed epoch: 0, iter: 10' in resumed_from_10
-    lrs = {r['iter']: r['lr'] for r in _scalars(cwd / 'run10') if 'lr' in r}
+    lrs = {r['iter']: r['lr'] for r in logged_scalars(cwd / 'run10') if 'lr' in r}
     assert lrs[20] == pytest.approx(before[20])
 
 
@@ -160,7 +155,7 @@ def deit3_run(project):
 def test_tiny_deit3_twin_trains_and_tests(deit3_run):
     ckpt = torch.load(deit3_run / 'iter_4.pth', map_location='cpu', weights_only=True)
     assert 'backbone.blocks.0.attn.qkv.bias' in ckpt['state_dict'] and 'backbone.reg_token' not in ckpt['state_dict']
-    assert any('mIoU' in r for r in _scalars(deit3_run))
+    assert any('mIoU' in r for r in logged_scalars(deit3_run))
 
 
 def test_compare_pairs_the_twins_and_reports_missing_runs(project, deit3_run):
@@ -168,7 +163,7 @@ def test_compare_pairs_the_twins_and_reports_missing_runs(project, deit3_run):
     cwd, config, _ = project
     _run([REPO / 'tools' / 'test.py', config, 'run/iter_20.pth', '--work-dir', 'vit5_test'], cwd)
     tested = json.loads(sorted((cwd / 'vit5_test').glob('*/*.json'))[-1].read_text())
-    deit3_val = [r for r in _scalars(deit3_run) if 'mIoU' in r][-1]
+    deit3_val = [r for r in logged_scalars(deit3_run) if 'mIoU' in r][-1]
     _run([REPO / 'tools' / 'compare.py', 'vit5_test', 'deit3', 'nowhere', '--out', 'cmp'], cwd)
     rows = list(csv.DictReader((cwd / 'cmp' / 'comparison.csv').open()))
     assert len(rows) == 1
@@ -209,7 +204,7 @@ def test_resolution_sweep_on_the_twins(project, deit3_run):
     # logged at the end of training of the same checkpoint
     for model, work_dir in (('vit5 [rope=authors, pos=bicubic]', cwd / 'run'),
                             ('deit3 [rope=n/a, pos=bicubic]', deit3_run)):
-        logged = [r for r in _scalars(work_dir) if 'mIoU' in r][-1]
+        logged = [r for r in logged_scalars(work_dir) if 'mIoU' in r][-1]
         got = row(model, 128, 'whole')
         assert (float(got['mIoU']), float(got['mAcc'])) == pytest.approx((logged['mIoU'], logged['mAcc']), abs=1e-2)
         assert got['scale'] == '160x128' and got['train_crop'] == '96x96'

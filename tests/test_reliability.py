@@ -2,7 +2,6 @@
 tools on synthetic data: SIGKILL + --resume equals an uninterrupted run bitwise,
 non-finite losses stop (or skip) before they reach the weights, deterministic runs
 repeat, corrupt samples are skipped and counted, bad input is one line on stderr."""
-import json
 import os
 import signal
 import subprocess
@@ -13,7 +12,7 @@ import time
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, logged_scalars
 from vit5seg.datasets import make_synthetic_ade20k
 
 pytestmark = pytest.mark.slow
@@ -93,8 +92,7 @@ def _batches(work_dir):
 
 
 def _losses(work_dir):
-    files = sorted(work_dir.glob('*/vis_data/scalars.json'))
-    return {r['iter']: r['loss'] for f in files for r in map(json.loads, f.read_text().splitlines()) if 'loss' in r}
+    return {r['iter']: r['loss'] for r in logged_scalars(work_dir) if 'loss' in r}
 
 
 RECORD = """
@@ -208,9 +206,7 @@ def test_skip_corrupt_counts_logs_and_finishes(user, tmp_path):
     log = out.stdout + out.stderr
     assert 'skipping corrupt training sample: cannot decode ' in log and 'ADE_train_00000003.jpg' in log
     assert 'corrupt training sample(s) skipped so far' in log
-    records = [json.loads(r) for f in (tmp_path / 'run').glob('*/vis_data/scalars.json')
-               for r in f.read_text().splitlines()]
-    assert max(r.get('skipped_samples', 0) for r in records) >= 1
+    assert max(r.get('skipped_samples', 0) for r in logged_scalars(tmp_path / 'run')) >= 1
     assert (tmp_path / 'run' / 'iter_4.pth').is_file()
     # without the option the same data stops the run with one line naming the file
     plain = _config(tmp_path, 'plain', 'train_cfg = dict(max_iters=4)\n')
