@@ -100,3 +100,20 @@ def test_wrapped_datasets_are_followed(tmp_path, monkeypatch):
     reports = check_config(Config(dict(train_dataloader=dict(dataset=wrapped))), ('train',))
     assert [(r.split, r.images) for r in reports] == [
         ('train_dataloader.dataset.dataset.datasets[0]', 3), ('train_dataloader.dataset.dataset.datasets[1]', 4)]
+
+
+def test_a_class_subset_reads_the_files_in_the_full_set(tmp_path, monkeypatch):
+    """metainfo classes naming some of the dataset's classes: mmseg's label_map maps the others
+    to ignored, so the files' ids of the full set are valid; only kept classes are reported."""
+    make_synthetic_data('cityscapes', tmp_path / 'data' / 'synthetic', num_train=4, num_val=2, size=32)
+    monkeypatch.chdir(tmp_path)
+    cfg = Config.fromfile(str(TINY / 'vit5_upernet_synthetic_cityscapes.py'))
+    whole = check_config(cfg, ('train',), check_values=True)[0]
+    kept = ('building', 'vegetation', 'train')
+    assert {'building', 'vegetation'}.isdisjoint(whole.classes_never_seen) and 'train' in whole.classes_never_seen
+    cfg.train_dataloader.dataset.metainfo = dict(classes=kept)
+    [subset] = check_config(cfg, ('train',), check_values=True)
+    assert subset.ok and subset.bad_labels == [] and subset.classes_never_seen == ['train']
+    cfg.train_dataloader.dataset.metainfo = dict(classes=('road', 'spaceship'))
+    [wrong] = check_config(cfg, ('train',), check_values=True)
+    assert wrong.error.startswith('train_dataloader.dataset.metainfo.classes: new classes') and 'spaceship' in wrong.error

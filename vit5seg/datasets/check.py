@@ -47,11 +47,16 @@ class SplitReport:
 class LabelRule:
     """What a split's label files may hold: class ids ``0..K-1`` and ``ignore_index``, read
     after ``reduce_zero_label`` (file 0 -> ignored, file k -> class k - 1, file 255 stays
-    ignored), as mmseg's ``LoadAnnotations`` reads them."""
+    ignored), as mmseg's ``LoadAnnotations`` reads them.
+
+    ``classes`` are the classes the files are written in; ``kept`` the config's own when it
+    names a subset of its dataset's classes (mmseg's ``label_map`` then maps the rest to
+    ignored, so every id of the full set is valid in the files)."""
     dataset: str
     classes: tuple
     reduce_zero_label: bool
     ignore_index: int = IGNORE_INDEX
+    kept: Optional[tuple] = None
 
     def problem(self, values: np.ndarray) -> Optional[str]:
         """``values``: the sorted distinct values of one label file."""
@@ -68,15 +73,30 @@ class LabelRule:
         return f'{"values" if bad.size > 1 else "value"} {shown} > {limit} ({rule})'
 
     def class_ids(self, values: np.ndarray) -> np.ndarray:
+        """The ids (in ``classes``) of the classes present, given a file's distinct values."""
         ids = values.astype(np.int64) - (1 if self.reduce_zero_label else 0)
         return ids[(ids >= 0) & (ids < len(self.classes))]
 
+    def never_seen(self, seen: np.ndarray) -> List[str]:
+        """The trained classes that no file holds; ``seen``: a flag per id of ``classes``."""
+        kept = set(self.kept or self.classes)
+        return [c for c, s in zip(self.classes, seen) if not s and c in kept]
 
-def label_rule(dataset_cfg: dict, cls: type) -> LabelRule:
-    classes = (dataset_cfg.get('metainfo') or {}).get('classes') or cls.METAINFO['classes']
+
+def label_rule(dataset_cfg: dict, cls: type, where: str) -> LabelRule:
+    classes = (dataset_cfg.get('metainfo') or {}).get('classes')
+    try:
+        subset = cls.get_label_map(classes) is not None  # mmseg's own rule for when it remaps
+    except ValueError as e:  # classes that are not the dataset's: mmseg fails the same way
+        raise DatasetError(f'{where}.metainfo.classes: {e}') from None
+    file_classes = cls.METAINFO.get('classes') if subset or not classes else classes
+    if not file_classes:
+        raise DatasetError(f'{where}: {cls.__name__} has no classes of its own: '
+                           'set metainfo=dict(classes=(...)) in the dataset config')
     reduce = dataset_cfg.get('reduce_zero_label', _default(cls, 'reduce_zero_label'))
     ignore = dataset_cfg.get('ignore_index', _default(cls, 'ignore_index'))
-    return LabelRule(cls.__name__, tuple(classes), bool(reduce), IGNORE_INDEX if ignore is None else ignore)
+    return LabelRule(cls.__name__, tuple(file_classes), bool(reduce), IGNORE_INDEX if ignore is None else ignore,
+                     tuple(classes) if subset else None)
 
 
 def _pairs(dataset_cfg: dict, name: str, rep: SplitReport):
@@ -111,7 +131,7 @@ def check_split(dataset_cfg: dict, name: str, check_values: bool = False,
     rep = SplitReport(name, expected=expected)
     try:
         cls, images, labels = _pairs(dataset_cfg, name, rep)
-        rule = label_rule(dataset_cfg, cls)
+        rule = label_rule(dataset_cfg, cls, name)
     except DatasetError as e:
         rep.error = str(e)
         return rep
@@ -126,7 +146,7 @@ def check_split(dataset_cfg: dict, name: str, check_values: bool = False,
         seen = np.zeros(len(rule.classes), bool)
         for _, present in results:
             seen[present] = True
-        rep.classes_never_seen = [rule.classes[i] for i in np.flatnonzero(~seen)] if keys else []
+        rep.classes_never_seen = rule.never_seen(seen) if keys else []
     return rep
 
 
