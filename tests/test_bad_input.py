@@ -5,6 +5,9 @@ test_checkpoint.py.)"""
 import copy
 import os
 import re
+import shutil
+import subprocess
+import sys
 
 import cv2
 import numpy as np
@@ -300,3 +303,17 @@ def test_resume_picks_the_newest_complete_checkpoint(tmp_path):
     with pytest.warns(UserWarning, match=r'not resuming from .*iter_30.pth: truncated'):
         assert latest_complete_checkpoint(str(tmp_path)) == str(tmp_path / 'iter_20.pth')
     assert latest_complete_checkpoint(str(tmp_path / 'none')) is None
+
+
+def test_bootstrap_without_disk_space_says_so_before_installing(tmp_path):
+    """A first install (no torch in .venv) needs the CUDA build's ~6 GB: too little free
+    space is one error naming the folder, before any .venv is made."""
+    (tmp_path / 'tools').mkdir()
+    shutil.copy(REPO / 'tools' / 'bootstrap.sh', tmp_path / 'tools')
+    env = {**os.environ, 'PYTHON': sys.executable, 'VIT5SEG_BOOTSTRAP_NEED_MB': str(10 ** 12)}
+    out = subprocess.run(['bash', str(tmp_path / 'tools' / 'bootstrap.sh'), 'test'], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and not (tmp_path / '.venv').exists()
+    assert re.fullmatch(rf'bootstrap: {tmp_path} has \d+ MB free; the install needs about {10 ** 12} MB there '
+                        r"\(torch's CUDA build\): free some space, or set VIT5SEG_BOOTSTRAP_NEED_MB=0 to try anyway\n",
+                        out.stderr), out.stderr

@@ -7,6 +7,17 @@ cd "$(dirname "$0")/.."
 job=${1:?usage: bash tools/bootstrap.sh demo|test [args]}
 shift
 python=${PYTHON:-$(command -v python3.11 || command -v python3)}
+# The pinned torch is its CUDA build: a first install makes .venv about 6.4 GB. Say so
+# before pip fills the disk halfway (VIT5SEG_BOOTSTRAP_NEED_MB=0 skips the check).
+need_mb=${VIT5SEG_BOOTSTRAP_NEED_MB:-6200}
+if ! compgen -G ".venv/lib/python*/site-packages/torch" >/dev/null; then
+  free_mb=$("$python" -c 'import shutil; print(shutil.disk_usage(".").free // 2**20)')
+  if [ "$free_mb" -lt "$need_mb" ]; then
+    echo "bootstrap: $PWD has $free_mb MB free; the install needs about $need_mb MB there" \
+         "(torch's CUDA build): free some space, or set VIT5SEG_BOOTSTRAP_NEED_MB=0 to try anyway" >&2
+    exit 1
+  fi
+fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 extras=""
 [ "$job" = test ] && extras="[tests]"
