@@ -120,13 +120,16 @@ def test_the_guide_from_a_folder_to_a_test_table(tmp_path):
         out = _tool([repo_path(a) for a in command[1:]], tmp_path)
         assert out.returncode == 0, (command, out.stdout[-2000:], out.stderr[-3000:])
         outputs.append(out.stdout + out.stderr)
-    make_data, make_config, train, test = outputs
+    make_data, make_config, browse, train, test = outputs
     classes = make_data.split('classes (mask ids 0..7): ')[1].split()
     assert classes == list(CUSTOM_CLASSES) == _guide_commands('## 2.')[1][5:13]
     # the commands the config tool prints are the ones the guide runs next
     printed = [line.strip() for line in make_config.splitlines() if line.startswith('  python')]
     guide_next = _guide_commands('## 2.')[2:]
     assert [shlex.split(p)[1:] for p in printed] == [[repo_path(a) for a in c[1:]] for c in guide_next]
+    assert len(list((tmp_path / 'work_dirs' / 'shapes_tiny' / 'samples').glob('*.png'))) == 8
+    shares = browse.split('pixels in them: ')[1].split(', ')
+    assert {s.rsplit(' ', 1)[0] for s in shares} <= {*CUSTOM_CLASSES, 'ignored'} and 'sky' in browse
     assert class_table(test) == ['Class', *CUSTOM_CLASSES]
     iou = {row.split('|')[1].strip(): float(row.split('|')[2]) for row in test.splitlines()
            if row.startswith('|') and row.split('|')[1].strip() in CUSTOM_CLASSES}
@@ -135,7 +138,7 @@ def test_the_guide_from_a_folder_to_a_test_table(tmp_path):
     assert not list((REPO / 'configs').glob('custom/shapes_tiny.py'))
     # section 3 on a 3-class copy of the folder: ViT-5-B from the official weights, the printed
     # GPU commands are the guide's
-    write, dist_train, dist_test = _guide_commands('## 3.')
+    write, browse, dist_train, dist_test = _guide_commands('## 3.')
     leaves = tmp_path / 'leaves'
     for src in (tmp_path / 'data' / 'synthetic' / 'custom').rglob('*.*'):
         dst = leaves / src.relative_to(tmp_path / 'data' / 'synthetic' / 'custom')
@@ -147,8 +150,8 @@ def test_the_guide_from_a_folder_to_a_test_table(tmp_path):
             dst.write_bytes(src.read_bytes())
     out = _tool([repo_path(a) if a != '/data/leaves' else leaves for a in write[1:]], tmp_path)
     assert out.returncode == 0, out.stderr
-    printed = [shlex.split(line) for line in out.stdout.splitlines() if line.startswith('  bash')]
-    assert printed == [[repo_path(a) for a in c] for c in (dist_train, dist_test)]
+    printed = [shlex.split(line) for line in out.stdout.splitlines() if line.startswith(('  bash', '  python'))]
+    assert [printed[0], *printed[3:]] == [[repo_path(a) for a in c] for c in (browse, dist_train, dist_test)]
     cfg = Config.fromfile(str(tmp_path / write[-1]))
     assert cfg.model.backbone.arch == 'vit5-base' and cfg.model.decode_head.num_classes == 3
     assert cfg.model.backbone.init_cfg.checkpoint == OFFICIAL_WEIGHTS['vit5-base']

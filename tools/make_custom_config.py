@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         if found.never_seen[split]:
             print(f'  classes with no pixel in {split} (their IoU will be nan or 0): '
                   + ', '.join(found.never_seen[split]))
-    print(f'wrote {out}\n\ntrain and test:')
+    print(f'wrote {out}\n\nlook at some samples (pictures and class shares), then train and test:')
     for line in commands(Path(args.out), args.iters, args.gpus):
         print(f'  {line}')
     return 0

@@ -203,12 +203,14 @@ default_hooks = dict(checkpoint=dict(interval={interval}))
 
 
 def commands(config: Path, iters: int, gpus: int = 8) -> List[str]:
-    """Train and test commands (one GPU or CPU, then ``gpus`` GPUs), runnable from here."""
+    """A look at some samples, then the train and test commands (one GPU or CPU, then
+    ``gpus`` GPUs), runnable from here."""
     tools = CONFIGS.parent / 'tools'
     if Path.cwd().resolve().is_relative_to(CONFIGS.parent):
         tools = Path(osp.relpath(tools))
     checkpoint = Path('work_dirs') / config.stem / f'iter_{iters}.pth'  # train.py's default work dir
-    return [f'python {tools / "train.py"} {config}',
+    return [f'python {tools / "browse_dataset.py"} {config} --out {checkpoint.parent / "samples"}',
+            f'python {tools / "train.py"} {config}',
             f'python {tools / "test.py"} {config} {checkpoint}',
             f'bash {tools / "dist_train.sh"} {config} {gpus}',
             f'bash {tools / "dist_test.sh"} {config} {checkpoint} {gpus}']
