@@ -138,7 +138,7 @@ def test_the_guide_from_a_folder_to_a_test_table(tmp_path):
     assert not list((REPO / 'configs').glob('custom/shapes_tiny.py'))
     # section 3 on a 3-class copy of the folder: ViT-5-B from the official weights, the printed
     # GPU commands are the guide's
-    write, browse, dist_train, dist_test = _guide_commands('## 3.')
+    write, browse_command, dist_train, dist_test = _guide_commands('## 3.')
     leaves = tmp_path / 'leaves'
     for src in (tmp_path / 'data' / 'synthetic' / 'custom').rglob('*.*'):
         dst = leaves / src.relative_to(tmp_path / 'data' / 'synthetic' / 'custom')
@@ -151,7 +151,7 @@ def test_the_guide_from_a_folder_to_a_test_table(tmp_path):
     out = _tool([repo_path(a) if a != '/data/leaves' else leaves for a in write[1:]], tmp_path)
     assert out.returncode == 0, out.stderr
     printed = [shlex.split(line) for line in out.stdout.splitlines() if line.startswith(('  bash', '  python'))]
-    assert [printed[0], *printed[3:]] == [[repo_path(a) for a in c] for c in (browse, dist_train, dist_test)]
+    assert [printed[0], *printed[3:]] == [[repo_path(a) for a in c] for c in (browse_command, dist_train, dist_test)]
     cfg = Config.fromfile(str(tmp_path / write[-1]))
     assert cfg.model.backbone.arch == 'vit5-base' and cfg.model.decode_head.num_classes == 3
     assert cfg.model.backbone.init_cfg.checkpoint == OFFICIAL_WEIGHTS['vit5-base']
