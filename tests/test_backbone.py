@@ -117,19 +117,34 @@ def test_real_rope_table_equals_the_complex_one_and_is_used_while_tracing(monkey
     assert seen == [True, False]
 
 
-@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-def test_rmsnorm_implementations_agree(dtype):
-    x = torch.randn(2, 7, 16, dtype=dtype, requires_grad=True)
-    exact, fused = RMSNorm(16, impl='exact'), RMSNorm(16, impl='fused')
-    with torch.no_grad():
-        exact.weight.normal_()
-        fused.weight.copy_(exact.weight)
-    outs = [norm(x) for norm in (exact, fused)]
+def _authors_rms_norm(x, weight, eps=1e-6):
+    """The authors' order, written from the spec: normalise in float32, round to x's dtype, scale."""
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('autocast', [False, True], ids=['plain', 'autocast-bf16'])
+def test_rmsnorm_implementations_follow_one_dtype_policy(dtype, autocast):
+    """Both implementations return the authors' value and dtype (float32 out of a bf16/fp16
+    input: the weight stays float32), with and without autocast."""
+    x = (torch.randn(2, 7, 16) * 3).to(dtype).requires_grad_()
+    weight = torch.linspace(0.5, 1.5, 16) + 2 ** -12  # not representable in bf16: rounding it shows
+    norms = {impl: RMSNorm(16, impl=impl) for impl in ('exact', 'fused')}
+    for norm in norms.values():
+        with torch.no_grad():
+            norm.weight.copy_(weight)
+    expected = _authors_rms_norm(x.detach(), weight)
     probe = torch.randn(2, 7, 16)
-    grads = [torch.autograd.grad((out.float() * probe).sum(), x)[0] for out in outs]
-    tol = 1e-6 if dtype == torch.float32 else 3e-2  # bf16: one rounding of the normalised value apart
-    assert (outs[0].float() - outs[1].float()).abs().max() <= tol * outs[0].float().abs().max()
-    assert (grads[0].float() - grads[1].float()).abs().max() <= 10 * tol * grads[0].float().abs().max()
+    grads = {}
+    for impl, norm in norms.items():
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
+            out = norm(x)
+        assert out.dtype == torch.float32, impl
+        torch.testing.assert_close(out.detach(), expected, rtol=1e-6, atol=1e-6, msg=impl)
+        grads[impl] = torch.autograd.grad((out * probe).sum(), x)[0]
+    tol = 1e-5 if dtype == torch.float32 else 1e-2  # the gradient comes back in x's dtype
+    torch.testing.assert_close(grads['exact'].float(), grads['fused'].float(), rtol=tol, atol=tol)
 
 
 def test_rms_norm_impl_switch_reaches_every_norm_and_auto_picks_per_device():

@@ -20,9 +20,8 @@ class _RMSNormFunction(torch.autograd.Function):
 
     Autograd through the elementwise forward records five ops and replays each in
     backward; this keeps x and the (.., 1) inverse RMS and computes the input gradient
-    in one pass: fwd+bwd of a (2, 1029, 384) tensor on a 2-core CPU took 4.2 ms against
-    7.4 ms (and 6.3 ms for ``torch.nn.functional.rms_norm``, unfused on CPU). RMSNorm
-    runs four times per block, so this is about 2.5% of a ViT-5-S training step.
+    in one pass. ``tools/selfcheck.py`` times it against the fused kernel on the device
+    (``rms_norm_exact_ms`` / ``rms_norm_fused_ms``; docs/gpus.md has the figures).
     """
 
     @staticmethod
@@ -52,18 +51,19 @@ RMS_NORM_IMPLS = ('auto', 'exact', 'fused')
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm, computed one of two ways (``impl``):
+    """RMSNorm, computed one of two ways (``impl``) with one dtype policy, the authors':
+    normalise in float32, round to the input's dtype, then multiply by the (float32)
+    weight. So a float32 input gives float32, and under autocast a bf16/fp16 input gives
+    float32 too (the weight is never rounded), whichever way it is computed.
 
-    - ``'exact'``: the authors' dtype order, written by hand because torch's and timm's
-      RMSNorm multiply by the weight before casting back; the checkpoints were trained with
-      the normalisation done in float32, cast to the input dtype, and only then scaled.
-      Its one-pass backward is the faster of the two on CPU (see _RMSNormFunction).
-    - ``'fused'``: ``torch.nn.functional.rms_norm`` with the weight in the input's dtype,
-      one fused kernel each way on CUDA where the hand-written one launches about six.
+    - ``'exact'``: written by hand (torch's and timm's RMSNorm multiply by the weight
+      before casting back, a different rounding); its one-pass backward is the faster of
+      the two on CPU (see _RMSNormFunction).
+    - ``'fused'``: ``torch.nn.functional.rms_norm`` without a weight (one fused kernel
+      each way on CUDA, float32 inside), then the multiply.
     - ``'auto'`` (default): ``'exact'`` on CPU, ``'fused'`` on other devices.
 
-    The two are equal in float32 (to rounding); under bf16/fp16 they differ by one
-    rounding of the normalised value. ``tools/selfcheck.py`` times both on the device.
+    The two agree to float rounding in every dtype (tests/test_backbone.py).
     """
 
     def __init__(self, dim: int, eps: float = 1e-6, impl: str = 'auto'):
@@ -75,9 +75,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         impl = self.impl if self.impl != 'auto' else ('exact' if x.device.type == 'cpu' else 'fused')
         if impl == 'fused':
-            # one dtype, or torch falls back to its unfused path (bf16 activations under
-            # autocast meet the float32 weight)
-            return F.rms_norm(x, self.weight.shape, self.weight.to(x.dtype), self.eps)
+            # autocast must not upcast the input first (that would skip the rounding)
+            with torch.autocast(x.device.type, enabled=False):
+                return F.rms_norm(x, self.weight.shape, None, self.eps) * self.weight
         return _RMSNormFunction.apply(x, self.weight, self.eps)
 
     def extra_repr(self) -> str:
