@@ -1,7 +1,8 @@
 """A file server on 127.0.0.1 for download tests: started and stopped by the test.
 
 Serves a folder with HTTP range requests (what resumable downloads use), and can be
-told to close the connection after part of a file, or to send slowly.
+told to close the connection after part of a file, to send slowly, or to answer a path
+with a redirect (``server.redirects[path] = url``).
 """
 import http.server
 import threading
@@ -17,6 +18,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         server = self.server
         path = server.root / self.path.lstrip('/').split('?')[0]
         server.requests.append((self.path, self.headers.get('Range')))
+        if self.path in server.redirects:
+            self.send_response(302)
+            self.send_header('Location', server.redirects[self.path])
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+            return
         if not path.is_file():
             self.send_error(404)
             return
@@ -55,6 +62,7 @@ class _Server(http.server.ThreadingHTTPServer):
         self.cut_after = None
         self.ranges = True
         self.delay = 0.
+        self.redirects = {}
 
     @staticmethod
     def sleep(seconds):

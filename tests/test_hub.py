@@ -1,10 +1,11 @@
 """Checkpoints by URL: downloaded once into torch's hub cache, atomically, resumably,
 verified; every place that takes a checkpoint path takes a URL. Served from 127.0.0.1."""
+import errno
 import hashlib
+import json
 import os
 import subprocess
 import sys
-import threading
 
 import pytest
 import torch
@@ -131,19 +132,119 @@ def test_offline_error_names_url_cache_path_and_the_way_out(torch_home):
     assert not list(torch_home.glob('*.partial'))
 
 
-def test_concurrent_ranks_share_one_download(torch_home, served):
+FETCH = """
+import json, sys, warnings
+import vit5seg
+from vit5seg import hub
+url = sys.argv[1]
+try:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        path = hub.cached_download(url, progress=False)
+    print(json.dumps(dict(path=str(path), sha256=hub.sha256sum(path), warnings=[str(w.message) for w in caught])))
+except hub.DownloadError as e:
+    print(json.dumps(dict(error=str(e), type=type(e).__name__)))
+"""
+
+
+def _fetch_cmd(url):
+    return [sys.executable, '-c', FETCH, url]
+
+
+def test_concurrent_processes_share_one_download(torch_home, served):
+    """Three ranks start together: one downloads, the others wait on the lock and read it."""
     server, _, path, digest = served
-    server.delay = 0.01  # long enough that the second process arrives mid-download
+    server.delay = 0.005  # long enough that the others arrive mid-download
     url = server.url(path.name)
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(hub.cached_download(url, progress=False)))
-               for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(results) == 3 and all(hub.sha256sum(p) == digest for p in results)
+    procs = [subprocess.Popen(_fetch_cmd(url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env(torch_home)) for _ in range(3)]
+    results = [json.loads(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in procs]
+    assert [r.get('sha256') for r in results] == [digest] * 3, results
     assert len(server.requests) == 1
+    assert sorted(p.name for p in torch_home.iterdir()) == [path.name, f'{path.name}.lock']
+
+
+def _read_only_run(folder, cmd, env):
+    """Run ``cmd`` where ``folder`` cannot be written: a read-only bind mount in a mount
+    namespace of its own as root (as a ``:ro`` container volume gives), its permission
+    bits otherwise (root ignores those)."""
+    if os.geteuid() == 0:
+        script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+        return subprocess.run(['unshare', '--user', '--map-root-user', '--mount', 'sh', '-c', script, str(folder),
+                               *cmd], capture_output=True, text=True, env=env, timeout=120)
+    modes = {p: p.stat().st_mode for p in [folder, *folder.rglob('*')] if p.is_dir()}
+    for p in modes:
+        p.chmod(0o555)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    finally:
+        for p, mode in modes.items():
+            p.chmod(mode)
+
+
+def test_a_read_only_cache_serves_its_files_and_names_the_missing_one(torch_home, served):
+    server, ref, path, digest = served
+    url = server.url(path.name)
+    hub.cached_download(url, progress=False)
+    (torch_home / f'{path.name}.lock').unlink()  # as a cache filled elsewhere and copied in
+    before = sorted(p.name for p in torch_home.iterdir())
+    probe = _read_only_run(torch_home, ['sh', '-c', 'touch "$0"/x', str(torch_home)], _env(torch_home))
+    assert probe.returncode != 0  # the folder really is read-only for the child
+    cached = _read_only_run(torch_home, _fetch_cmd(url), _env(torch_home))
+    result = json.loads(cached.stdout.strip().splitlines()[-1])
+    assert result == dict(path=str(torch_home / path.name), sha256=digest, warnings=[]), cached.stderr
+    missing_url = server.url('vit5_large_patch16_224.pth')
+    missing = _read_only_run(torch_home, _fetch_cmd(missing_url), _env(torch_home))
+    error = json.loads(missing.stdout.strip().splitlines()[-1])
+    assert error['type'] == 'UnwritableCache', missing.stderr
+    assert error['error'].startswith(f'{missing_url} is not in the cache and the cache folder cannot be written '
+                                     f'({torch_home}: ')
+    assert str(torch_home / 'vit5_large_patch16_224.pth') in error['error']
+    assert 'download_weights.py' in error['error'] and 'TORCH_HOME' in error['error']
+    assert sorted(p.name for p in torch_home.iterdir()) == before  # nothing written
+    assert len(server.requests) == 1  # and nothing fetched
+
+
+def test_a_filesystem_without_locks_downloads_lock_free_with_a_warning(torch_home, served, monkeypatch):
+    import fcntl
+    server, _, path, digest = served
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(fcntl, 'flock', no_locks)
+    with pytest.warns(UserWarning, match=f'{torch_home} does not support file locks .*without one'):
+        got = hub.cached_download(server.url(path.name), progress=False)
+    assert hub.sha256sum(got) == digest
+    assert not list(torch_home.glob('*.partial'))
+    (server.root / 'other.pth').write_bytes(b'x' * 5000)
+    server.cut_after = 100  # a failed lock-free download leaves no stray partial file behind
+    with pytest.warns(UserWarning), pytest.raises(hub.DownloadError) as err:
+        hub.cached_download(server.url('other.pth'), progress=False)
+    assert 'run again to resume' not in str(err.value) and not list(torch_home.glob('*partial'))
+
+
+def test_a_redirect_to_a_content_hash_path_is_cached_under_the_requested_name(torch_home, tmp_path, served):
+    """As the official hosts do: the URL answers 302 to a CDN path named by the file's hash.
+    The file is cached under the requested URL's name; an interrupted download resumes
+    through the redirect with a range request to the CDN."""
+    origin, ref, path, digest = served
+    cdn_root = tmp_path / 'cdn'
+    cdn_root.mkdir()
+    (cdn_root / digest).write_bytes(path.read_bytes())
+    with serve(cdn_root) as cdn:
+        url = origin.url(f'resolve/main/{path.name}')
+        origin.redirects[f'/resolve/main/{path.name}'] = cdn.url(digest)
+        cdn.cut_after = path.stat().st_size // 2
+        with pytest.raises(hub.DownloadError, match='run again to resume'):
+            hub.cached_download(url, progress=False)
+        kept = (torch_home / f'{path.name}.partial').stat().st_size
+        cdn.cut_after = None
+        model = _vit5(init_cfg=dict(type='Pretrained', checkpoint=url, sha256=digest))
+        model.init_weights()
+        assert _features_equal(model, ref)
+        assert sorted(p.name for p in torch_home.iterdir()) == [path.name, f'{path.name}.lock']
+        assert [r[0] for r in origin.requests] == [f'/resolve/main/{path.name}'] * 2
+        assert cdn.requests == [(f'/{digest}', None), (f'/{digest}', f'bytes={kept}-')]
 
 
 def test_runner_loader_reads_urls_weights_only(torch_home, tmp_path):

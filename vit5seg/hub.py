@@ -5,12 +5,23 @@ A URL is downloaded once to ``$TORCH_HOME/hub/checkpoints/<file name>`` (where
 Bytes go to ``<file>.partial`` first and are renamed only when complete (and, given a
 sha256, verified): an interrupted download never looks complete, and the next attempt
 resumes it with an HTTP range request. A lock file lets the processes of a multi-GPU
-job share one download.
+job share one download. Redirects (the official URLs answer with one to a CDN path named
+by the file's hash) are followed; the file keeps the requested URL's name.
+
+A file already in the cache is read without writing anything, so a cache mounted
+read-only or a shared ``TORCH_HOME`` the job cannot write works once it holds the files;
+where a file is missing and the folder cannot be written, the error says so. A folder
+whose filesystem has no ``flock`` (some Lustre / NFS mounts) downloads without the lock,
+with a warning, each process into a file of its own.
 
 Written here rather than taken from ``torch.hub.download_url_to_file`` because that
 cannot resume (the ADE20K archive is 923 MB) and its temporary name is random, so the
-eight ranks of a node would each download the same file.
+eight ranks of a node would each download the same file. ``huggingface_hub`` does all of
+this for files on the Hub, but only two of the three hosts are (the DeiT-III weights and
+ADE20K are not) and it keeps its own cache layout under ``HF_HOME``: one cache, torch's,
+which mmengine and ``torch.hub`` also read, keeps offline clusters to one folder to fill.
 """
+import errno
 import hashlib
 import http.client
 import os
@@ -20,6 +31,7 @@ import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+import warnings
 from typing import Optional, Union
 from urllib.parse import urlparse
 
@@ -91,18 +103,51 @@ def check_sha256(path: PathOrUrl, expected: Optional[str]) -> None:
         raise DownloadError(f'{path}: sha256 is {actual}, expected {expected}')
 
 
+# flock on a filesystem that does not implement it (ENOLCK: NFS without lockd; ENOSYS,
+# EOPNOTSUPP: some Lustre and FUSE mounts)
+_NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
+_UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+class UnwritableCache(DownloadError):
+    """A file missing from a cache folder that this process cannot write."""
+
+
+def _unwritable(url: str, dst: Path, error: OSError) -> UnwritableCache:
+    return UnwritableCache(
+        f'{url} is not in the cache and the cache folder cannot be written ({dst.parent}: '
+        f'{os.strerror(error.errno)}). Put the file at {dst} from a machine that can write there '
+        f'(`python tools/download_weights.py` with the same TORCH_HOME), point TORCH_HOME at a writable '
+        f'folder, or pass a local path instead of the URL.')
+
+
 @contextmanager
-def _locked(path: Path):
-    """Hold ``<path>.lock`` exclusively (other processes wait): one download per file."""
+def _locked(path: Path, url: str):
+    """Hold ``<path>.lock`` exclusively (other processes wait): one download per file.
+    Yields whether the lock is held; a filesystem without locks yields False, with a warning."""
     try:
         import fcntl
-    except ImportError:  # no flock (Windows): concurrent downloads are the caller's problem
-        yield
+    except ImportError:  # no flock (Windows)
+        yield False
         return
-    with open(f'{path}.lock', 'a') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        lock = open(f'{path}.lock', 'a')
+    except OSError as e:
+        if e.errno in _UNWRITABLE:
+            raise _unwritable(url, path, e) from None
+        raise
+    with lock:
         try:
-            yield
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except OSError as e:
+            if e.errno not in _NO_LOCKS:
+                raise
+            warnings.warn(f'{path.parent} does not support file locks ({os.strerror(e.errno)}): downloading '
+                          f'{path.name} without one; processes that start together each download it', stacklevel=3)
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -133,13 +178,25 @@ def human_size(n: int) -> str:
     return f'{n / 2**30:.2f} GiB' if n >= 2**30 else f'{n / 2**20:.1f} MiB'
 
 
+def _left_behind(partial: Path, resumable: bool) -> str:
+    """What happens to the bytes of a failed download: kept to resume, or deleted."""
+    if not resumable:
+        partial.unlink(missing_ok=True)
+        return ''
+    kept = partial.stat().st_size if partial.exists() else 0
+    return f' ({kept} bytes kept in {partial}; run again to resume)' if kept else ''
+
+
 def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: bool = True,
-             timeout: float = 60.) -> Path:
+             timeout: float = 60., partial: Optional[PathOrUrl] = None) -> Path:
     """Fetch ``url`` to ``dst`` through ``<dst>.partial`` (resumed if present); ``dst``
-    appears only complete and, with ``sha256``, verified. Raises :class:`DownloadError`."""
+    appears only complete and, with ``sha256``, verified. Raises :class:`DownloadError`.
+    ``partial``: another name for the bytes in transit, deleted if the download fails
+    (for processes that cannot share one through a lock)."""
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(f'{dst}.partial')
+    resumable = partial is None
+    partial = Path(f'{dst}.partial') if resumable else Path(partial)
     start = partial.stat().st_size if partial.exists() else 0
     try:
         try:
@@ -169,12 +226,10 @@ def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: b
                 os.fsync(out.fileno())
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:  # timeouts, resets too
         reason = e if isinstance(e, urllib.error.HTTPError) else getattr(e, 'reason', None) or e
-        kept = partial.stat().st_size if partial.exists() else 0
-        resume = f' ({kept} bytes kept in {partial}; run again to resume)' if kept else ''
-        raise DownloadError(f'cannot download {url}: {reason}{resume}') from None
+        raise DownloadError(f'cannot download {url}: {reason}{_left_behind(partial, resumable)}') from None
     if total is not None and received != total:
-        raise DownloadError(f'cannot download {url}: the connection closed after {received} of {total} bytes '
-                            f'(kept in {partial}; run again to resume)')
+        raise DownloadError(f'cannot download {url}: the connection closed after {received} of {total} '
+                            f'bytes{_left_behind(partial, resumable)}')
     try:
         check_sha256(partial, sha256)
     except DownloadError as e:
@@ -187,20 +242,29 @@ def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: b
 def cached_download(url: str, sha256: Optional[str] = None, progress: bool = True,
                     folder: Optional[PathOrUrl] = None) -> Path:
     """The local copy of ``url`` in ``folder`` (default :func:`cache_dir`), fetched on
-    first use; a cached copy is checked against ``sha256`` when one is given."""
+    first use; a cached copy is checked against ``sha256`` when one is given, and read
+    without writing anything."""
     dst = Path(folder) if folder is not None else cache_dir()
     dst = dst / file_name(url)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(dst):
-        if not dst.exists():
-            try:
-                download(url, dst, sha256, progress)
-            except DownloadError as e:
-                raise DownloadError(
-                    f'{e}\nNo copy at {dst} either: put the file there (offline? fetch it on a machine with '
-                    f'internet; for weights `python tools/download_weights.py` with the same TORCH_HOME), or pass '
-                    f'a local path instead of the URL.') from None
-            return dst
+    if not dst.exists():
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            if e.errno in _UNWRITABLE:
+                raise _unwritable(url, dst, e) from None
+            raise
+        with _locked(dst, url) as locked:
+            if not dst.exists():  # another process may have finished it while we waited
+                # without a lock, a partial file of our own (no resume, no interleaved writes)
+                partial = None if locked else f'{dst}.{os.getpid()}.partial'
+                try:
+                    download(url, dst, sha256, progress, partial=partial)
+                except DownloadError as e:
+                    raise DownloadError(
+                        f'{e}\nNo copy at {dst} either: put the file there (offline? fetch it on a machine with '
+                        f'internet; for weights `python tools/download_weights.py` with the same TORCH_HOME), or '
+                        f'pass a local path instead of the URL.') from None
+                return dst
     try:
         check_sha256(dst, sha256)
     except DownloadError as e:
@@ -268,5 +332,5 @@ def main(argv=None):
     return done
 
 
-__all__ = ['ADE20K_URL', 'DownloadError', 'OFFICIAL_WEIGHTS', 'cache_dir', 'cached_download', 'check_sha256',
+__all__ = ['ADE20K_URL', 'DownloadError', 'UnwritableCache', 'OFFICIAL_WEIGHTS', 'cache_dir', 'cached_download', 'check_sha256',
            'download', 'fetch_official', 'file_name', 'human_size', 'is_url', 'official_name', 'resolve', 'sha256sum']
