@@ -34,28 +34,81 @@ def _deform_attn_inputs(seed=0):
     return query, reference, shapes, start
 
 
-def test_deformable_attention_cuda_branch_equals_pytorch_path():
+def _deform_attn_reference(value, shapes, locations, weights):
+    """Multi-scale deformable attention from its definition, point by point: for each
+    query and head, the sum over levels l and points p of weight x value of level l
+    sampled bilinearly at (x W_l - 0.5, y H_l - 0.5), zero outside the map.
+    value (B, S, h, D); locations (B, Q, h, L, P, 2) as (x, y) in [0, 1]; weights (B, Q, h, L, P)."""
+    B, _, heads, D = value.shape
+    Q, L, P = locations.shape[1], locations.shape[3], locations.shape[4]
+    out = value.new_zeros(B, Q, heads, D)
+    start = 0
+    for level in range(L):
+        H, W = (int(v) for v in shapes[level])
+        grid = value[:, start:start + H * W].reshape(B, H, W, heads, D)
+        start += H * W
+        for b in range(B):
+            for q in range(Q):
+                for head in range(heads):
+                    for p in range(P):
+                        x = locations[b, q, head, level, p, 0] * W - 0.5
+                        y = locations[b, q, head, level, p, 1] * H - 0.5
+                        x0, y0 = int(torch.floor(x)), int(torch.floor(y))
+                        sample = value.new_zeros(D)
+                        for yy, xx in ((y0, x0), (y0, x0 + 1), (y0 + 1, x0), (y0 + 1, x0 + 1)):
+                            if 0 <= yy < H and 0 <= xx < W:
+                                sample = sample + (1 - (x - xx).abs()) * (1 - (y - yy).abs()) * grid[b, yy, xx, head]
+                        out[b, q, head] = out[b, q, head] + weights[b, q, head, level, p] * sample
+    return out.reshape(B, Q, heads * D)
+
+
+def test_deformable_attention_stand_in_follows_the_definition():
+    """The function our CUDA branch runs, against the definition written out point by point,
+    with sampling points inside, on the border of and outside each map; gradients too."""
+    gen = torch.Generator().manual_seed(0)
+    shapes = torch.tensor([[4, 5], [2, 3]])
+    value = torch.randn(2, 26, 2, 4, generator=gen, requires_grad=True)
+    locations = (torch.rand(2, 3, 2, 2, 2, 2, generator=gen) * 1.4 - 0.2).requires_grad_()
+    weights = torch.rand(2, 3, 2, 2, 2, generator=gen).softmax(-1).requires_grad_()
+    start = torch.tensor([0, 20])
+    ours = compat._DeformAttnPytorch.apply(value, shapes, start, locations, weights, 64)
+    reference = _deform_attn_reference(value, shapes, locations, weights)
+    torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-6)
+    probe = torch.randn_like(ours)
+    for a, b in zip(torch.autograd.grad((ours * probe).sum(), (value, locations, weights)),
+                    torch.autograd.grad((reference * probe).sum(), (value, locations, weights))):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_deformable_attention_cuda_branch_runs_the_stand_in_on_the_modules_inputs(monkeypatch):
+    """MultiScaleDeformableAttention on the simulated CUDA branch: the call goes through
+    our stand-in, and what it returns for the module's own sampling points and weights is
+    the definition's value."""
+    import mmcv.ops.multi_scale_deform_attn as msda
     from mmcv.ops import MultiScaleDeformableAttention
     torch.manual_seed(0)
-    attn = MultiScaleDeformableAttention(embed_dims=32, num_heads=4, num_levels=3, num_points=2, batch_first=True, dropout=0.)
+    attn = MultiScaleDeformableAttention(embed_dims=32, num_heads=4, num_levels=3, num_points=2, batch_first=True,
+                                         dropout=0.)
     torch.nn.init.normal_(attn.sampling_offsets.weight, std=0.1)  # mmcv inits them to zero
     query, reference, shapes, start = _deform_attn_inputs()
+    calls = []
+    stand_in = msda.MultiScaleDeformableAttnFunction
 
-    def run(q):
-        out = attn(q, value=q, reference_points=reference, spatial_shapes=shapes, level_start_index=start)
-        out.square().sum().backward()
-        grads = [p.grad.clone() for p in attn.parameters()]
-        attn.zero_grad()
-        return out, grads
-
-    cpu_out, cpu_grads = run(query)
+    class Spy:
+        @staticmethod
+        def apply(*args):
+            out = stand_in.apply(*args)
+            calls.append(([torch.Tensor(a.detach()) if torch.is_tensor(a) else a for a in args], out.detach()))
+            return out
+    monkeypatch.setattr(msda, 'MultiScaleDeformableAttnFunction', Spy)
     before = compat.FALLBACK_CALLS['ms_deform_attn']
     with simulated_cuda():
-        sim_out, sim_grads = run(cuda_like(query))
-    assert compat.FALLBACK_CALLS['ms_deform_attn'] == before + 1  # the CUDA branch ran, through ours
-    torch.testing.assert_close(torch.Tensor(sim_out), cpu_out, rtol=0, atol=1e-6)
-    for a, b in zip(sim_grads, cpu_grads):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
+        attn(cuda_like(query[:1, :21]), value=cuda_like(query[:1]), reference_points=reference[:1, :21],
+             spatial_shapes=shapes, level_start_index=start)
+    assert compat.FALLBACK_CALLS['ms_deform_attn'] == before + 1 and len(calls) == 1
+    (value, spatial_shapes, _, locations, weights, _), out = calls[0]
+    torch.testing.assert_close(torch.Tensor(out), _deform_attn_reference(value, spatial_shapes, locations, weights),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_without_the_fallback_the_cuda_branch_needs_the_compiled_kernel(monkeypatch):
@@ -73,32 +126,49 @@ def test_without_the_fallback_the_cuda_branch_needs_the_compiled_kernel(monkeypa
     assert "'ms_deform_attn_forward' (called by MultiScaleDeformableAttention)" in str(info.value)
 
 
-def _focal_reference(logits, labels, gamma=2.0, alpha=0.5, ignore=255):
-    """Sigmoid focal loss over the non-ignored pixels, written from the paper's formula."""
+def _focal_reference(logits, labels, gamma, alpha, class_weight=None, ignore=255):
+    """mmseg's sigmoid focal loss on class-id labels, written from the paper's formula:
+    per pixel n and class c, -alpha_t (1 - p_t)^gamma log p_t with t = [label_n is c] (with
+    one class, as mmseg's CUDA branch defines it: t = [label_n is 1]), times the class's
+    weight, zero at ignored pixels; 'mean' averages over all N x C terms."""
     num_classes = logits.shape[1]
     pred = logits.movedim(1, -1).reshape(-1, num_classes)
     labels = labels.reshape(-1)
-    valid = labels != ignore
-    target = F.one_hot(labels.clamp(max=num_classes - 1), num_classes).float() * valid[:, None]
-    p = pred.sigmoid()
-    p_t = p * target + (1 - p) * (1 - target)
-    alpha_t = alpha * target + (1 - alpha) * (1 - target)
-    loss = -alpha_t * (1 - p_t) ** gamma * torch.log(p_t.clamp(min=1e-12))
-    return (loss * valid[:, None]).sum() / loss.numel()
+    total = pred.new_zeros(())
+    for n in range(pred.shape[0]):
+        if labels[n] == ignore:
+            continue
+        for c in range(num_classes):
+            positive = labels[n] == (1 if num_classes == 1 else c)
+            p = torch.sigmoid(pred[n, c])
+            p_t = p if positive else 1 - p
+            alpha_t = alpha if positive else 1 - alpha
+            term = -alpha_t * (1 - p_t) ** gamma * torch.log(p_t)
+            total = total + term * (class_weight[c] if class_weight else 1.0)
+    return total / pred.numel()
 
 
+FOCAL_CASES = {
+    'classes': dict(num_classes=4, alpha=0.25, class_weight=[1.0, 2.0, 0.5, 3.0]),
+    'one-class': dict(num_classes=1, alpha=0.25, class_weight=None),
+}
+
+
+@pytest.mark.parametrize('case', list(FOCAL_CASES))
 @pytest.mark.parametrize('cuda', [False, True], ids=['cpu', 'cuda-branch'])
-def test_mmseg_sigmoid_focal_loss_equals_the_formula(cuda):
+def test_mmseg_sigmoid_focal_loss_follows_the_formula(cuda, case):
     """mmseg 1.2.2's CPU branch crashed ("size of tensor a (5) must match"), its CUDA branch
-    needed the compiled kernel; both now give the formula's value and gradient."""
+    needed the compiled kernel; both now give the formula's value and gradient, with alpha
+    0.25 (a swapped alpha fails), per-class weights, ignored pixels and the one-class case."""
     from mmseg.models.losses import FocalLoss
+    num_classes, alpha, class_weight = FOCAL_CASES[case].values()
     gen = torch.Generator().manual_seed(0)
-    logits = torch.randn(2, 5, 6, 7, generator=gen, requires_grad=True)
-    labels = torch.randint(0, 5, (2, 6, 7), generator=gen)
-    labels[0, :2] = 255
-    expected = _focal_reference(logits, labels)
+    logits = torch.randn(2, num_classes, 3, 4, generator=gen, requires_grad=True)
+    labels = torch.randint(0, max(num_classes, 2), (2, 3, 4), generator=gen)
+    labels[0, :1] = 255
+    expected = _focal_reference(logits, labels, 2.0, alpha, class_weight)
     expected_grad, = torch.autograd.grad(expected, logits)
-    loss_fn = FocalLoss(use_sigmoid=True, gamma=2.0, alpha=0.5)
+    loss_fn = FocalLoss(use_sigmoid=True, gamma=2.0, alpha=alpha, class_weight=class_weight)
     x = cuda_like(logits) if cuda else logits.detach().clone().requires_grad_()
     with simulated_cuda() if cuda else contextlib.nullcontext():
         loss = loss_fn(x, labels)
@@ -109,18 +179,38 @@ def test_mmseg_sigmoid_focal_loss_equals_the_formula(cuda):
     assert per_pixel.shape == logits.shape
 
 
-def test_sigmoid_focal_loss_op_equals_mmseg_pytorch_version():
-    """The stand-in for mmcv's compiled op (class ids, C = background) against mmseg's
-    pure function on one-hot targets, including background rows."""
-    from mmseg.models.losses.focal_loss import py_sigmoid_focal_loss
+def _focal_kernel_loops(pred, target, gamma, alpha, weight):
+    """mmcv's sigmoid_focal_loss kernel, element by element: target ids with C meaning
+    background, -alpha (1-p)^gamma log p where c is the target, -(1-alpha) p^gamma log(1-p)
+    elsewhere, times ``weight[target]``. For a background sample the kernel reads
+    ``weight[C]``, past the end of the (C,) tensor; the stand-in uses 1 there."""
+    out = torch.zeros_like(pred)
+    for n in range(pred.shape[0]):
+        t = int(target[n])
+        for c in range(pred.shape[1]):
+            p = torch.sigmoid(pred[n, c])
+            if t == c:
+                out[n, c] = -alpha * (1 - p) ** gamma * torch.log(p)
+            else:
+                out[n, c] = -(1 - alpha) * p ** gamma * torch.log(1 - p)
+            if weight is not None and t < pred.shape[1]:
+                out[n, c] = out[n, c] * weight[t]
+    return out
+
+
+@pytest.mark.parametrize('with_weight', [False, True], ids=['unweighted', 'weighted'])
+def test_sigmoid_focal_loss_op_stand_in_follows_the_kernel(with_weight):
     gen = torch.Generator().manual_seed(1)
     pred = torch.randn(20, 4, generator=gen)
     target = torch.randint(0, 5, (20,), generator=gen)  # 4 = background
-    one_hot = F.one_hot(target, 5)[:, :4]
-    ours = compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, None, 'none')
-    theirs = py_sigmoid_focal_loss(pred, one_hot, None, gamma=2.0, alpha=0.25, reduction='none')
-    torch.testing.assert_close(ours, theirs)
-    assert torch.isclose(compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, None, 'mean'), ours.sum() / 20)
+    weight = torch.tensor([0.5, 1.0, 2.0, 4.0]) if with_weight else None
+    expected = _focal_kernel_loops(pred, target, 2.0, 0.25, weight)
+    ours = compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'none')
+    torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'mean'),
+                               expected.sum() / 20)  # the kernel's mean: the sum over the N samples
+    torch.testing.assert_close(compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'sum'),
+                               expected.sum())
 
 
 def _psa_mask_loops(mask, psa_type, hm, wm):

@@ -265,7 +265,9 @@ class _DeformAttnPytorch:
 def sigmoid_focal_loss_pytorch(pred, target, gamma=2.0, alpha=0.25, weight=None, reduction='mean'):
     """mmcv's compiled ``sigmoid_focal_loss`` in PyTorch: ``pred`` (N, C) logits, ``target``
     (N,) class ids where C means background; ``weight`` (C,) scales each sample by its
-    target's entry; ``'mean'`` divides the sum by N, as the kernel does."""
+    target's entry; ``'mean'`` divides the sum by N, as the kernel does. One intended
+    difference: the kernel reads ``weight[C]`` for a background sample, past the end of the
+    tensor (undefined); here that sample keeps weight 1."""
     from mmseg.models.losses.focal_loss import py_sigmoid_focal_loss
     FALLBACK_CALLS['sigmoid_focal_loss'] += 1
     num_classes = pred.size(1)
