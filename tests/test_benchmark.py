@@ -81,13 +81,30 @@ def test_amp_configs():
         assert cfg.optim_wrapper.constructor == 'ViT5OptimWrapperConstructor'
 
 
-def test_segmentor_timings_give_inference_figures_in_float32_bf16_and_onnxruntime():
-    from vit5seg.benchmark import segmentor_timings
+def test_segmentor_timings_give_train_inference_and_memory_figures():
+    from vit5seg.benchmark import segmentor_timings, upernet_model_cfg
+    from vit5seg.models.segmentor import build_segmentor
     arch = {'embed_dims': 32, 'num_layers': 4, 'num_heads': 2}
-    result = segmentor_timings(arch, crop=64, batch=2, device='cpu', warmup=0, repeats=1, slide_shape=(64, 128))
-    for key in ('segmentor_train_step_s', 'slide_inference_2048x512_s', 'slide_bf16_s', 'whole_images_s',
-                'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_slide_speedup'):
+    result = segmentor_timings(arch, crop=64, batch=2, device='cpu', warmup=0, repeats=1, slide_shape=(64, 128),
+                               amp='bf16')
+    for key in ('segmentor_train_step_s', 'segmentor_train_step_amp_s', 'amp_train_speedup',
+                'slide_inference_2048x512_s', 'slide_bf16_s', 'whole_images_s', 'whole_bf16_images_s',
+                'bf16_whole_speedup', 'bf16_slide_speedup'):
         assert result[key] > 0, key
     assert 0.5 <= result['bf16_label_agreement'] <= 1
     if importlib.util.find_spec('onnxruntime') is not None:  # the deploy extra, installed with the tests
         assert result['whole_onnxruntime_images_s'] > 0 and result['onnxruntime_vs_pytorch'] > 0
+    # the whole segmentor's training holds float32 weights, gradients and AdamW's two moments:
+    # 16 bytes per parameter at least (the backbone alone is a small part of it)
+    params = sum(p.numel() for p in build_segmentor(upernet_model_cfg(arch)).parameters())
+    floor_mb = 16 * params / 2 ** 20
+    assert floor_mb < result['segmentor_peak_mb'] < 4 * floor_mb, (floor_mb, result['segmentor_peak_mb'])
+    assert floor_mb < result['segmentor_peak_amp_mb'] < 4 * floor_mb
+
+
+def test_fp16_train_steps_need_a_gpu():
+    from vit5seg.benchmark import SegmentorSteps
+    from vit5seg.registry_audit import tiny_segmentor
+    steps = SegmentorSteps(tiny_segmentor(REPO / 'configs' / 'vit5_upernet_ade20k.py'), 32, 1, 'cpu', (32, 32), 32)
+    with pytest.raises(ValueError, match='fp16 autocast train steps need a CUDA GPU'):
+        steps.train(torch.float16)

@@ -2,10 +2,12 @@
 the report's form. (The full CPU run, with DDP, compile and figures, is in the closing
 notes and docs/gpus.md: about 2.5 minutes on 2 cores.)"""
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import REPO
 from vit5seg import selfcheck
@@ -56,5 +58,77 @@ def test_cpu_only_checks_say_why_they_skip(tmp_path):
 
 
 def test_cuda_without_a_gpu_is_one_clear_error(tmp_path):
-    with pytest.raises(SystemExit, match='--device cuda, but torch sees no CUDA GPU'):
+    with pytest.raises(SystemExit, match='--device cuda, but this machine has no NVIDIA GPU'):
         selfcheck.selfcheck('cuda', out=tmp_path)
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# an 8-GPU node whose driver is older than the torch wheel's CUDA needs
+for i in 0 1 2 3 4 5 6 7; do echo "NVIDIA A100-SXM4-80GB, 470.82.01"; done
+"""
+
+
+def test_a_gpu_node_torch_cannot_use_fails_without_any_option(tmp_path):
+    """What a node with too old a driver does: nvidia-smi lists GPUs, torch sees none. The
+    self-check must not fall back to the CPU and pass."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'nvidia-smi').write_text(FAKE_NVIDIA_SMI)
+    (bin_dir / 'nvidia-smi').chmod(0o755)
+    env = {**os.environ, 'PATH': f"{bin_dir}{os.pathsep}{os.environ['PATH']}", 'CUDA_VISIBLE_DEVICES': ''}
+    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'selfcheck.py'), '--quick', '--out',
+                          str(tmp_path / 'report')], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: this machine has NVIDIA GPUs'), out.stderr
+    assert '8 x NVIDIA A100-SXM4-80GB; driver 470.82.01' in lines[0]
+    cuda = torch.version.cuda
+    if cuda:  # the CUDA build (the pinned wheel): the driver it needs and the way out
+        need = selfcheck.CUDA_MIN_DRIVER[int(cuda.split('.')[0])]
+        assert f'built for CUDA {cuda}, which needs an NVIDIA driver >= {need}' in lines[0]
+        assert 'update the driver' in lines[0]
+    assert not (tmp_path / 'report' / 'selfcheck.json').exists()  # nothing ran
+
+
+def test_fallback_check_fails_when_a_stand_in_did_not_run(tmp_path, monkeypatch):
+    """PSANet does not use deformable attention: asked to see that stand-in, the check fails."""
+    monkeypatch.setitem(selfcheck.EXPECTED_FALLBACKS, 'PSAHead', 'ms_deform_attn')
+    report = selfcheck.selfcheck('cpu', checks=['mmcv_fallbacks'], out=tmp_path, figures=False)
+    check, = report['checks']
+    assert check['status'] == 'fail' and 'PSAHead ran without its stand-in `ms_deform_attn`' in check['detail']
+
+
+def test_ddp_check_compares_parameters_and_would_catch_unsynchronised_norms(tmp_path):
+    """Two gloo ranks: parameters equal. Their BN statistics differ (plain BN on CPU, the
+    Runner does not broadcast buffers), which is what the GPU run with SyncBN must not show."""
+    ctx = selfcheck.Context('cpu', 0, tmp_path, threads=2)
+    detail = selfcheck.check_ddp(ctx)
+    assert detail.startswith('2 ranks (gloo), 3 iterations: all ') and 'BN statistics stay per rank' in detail
+    states = [torch.load(tmp_path / 'ddp' / 'run' / f'rank{r}.pth', weights_only=True) for r in range(2)]
+    assert selfcheck.ranks_differ(states, buffers=False) == []
+    unsynced = selfcheck.ranks_differ(states, buffers=True)
+    assert unsynced and all(n.startswith('buffer:') and n.endswith(('running_mean', 'running_var')) for n in unsynced)
+    with pytest.raises(RuntimeError, match='no SyncBatchNorm layer'):
+        selfcheck.compare_ranks(states, 'cuda')
+    assert selfcheck._norm_options(REPO / 'configs' / 'vit5_upernet_ade20k.py') == [
+        f'model.{part}.norm_cfg.type=SyncBN' for part in ('neck', 'decode_head', 'auxiliary_head')]
+
+
+def test_schedule_estimates_measure_the_configured_step():
+    """On CPU with the tiny config (the GPU run does it with the entry configs): its own
+    crop, batch and iterations; hours = iterations x the measured step."""
+    row32, row16 = selfcheck.schedule_estimates([REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'], 'cpu',
+                                                gpus=1, repeats=1)
+    assert [row32['precision'], row16['precision']] == ['float32', 'bf16']
+    for row in (row32, row16):
+        assert (row['crop'], row['images_per_gpu'], row['iterations']) == (96, 8, 300)
+        assert row['hours'] == pytest.approx(300 * row['step_s'] / 3600, abs=0.01)
+        assert 0 < row['peak_gib'] < row['gpu_gib'] and row['fits']
+
+
+def test_schedule_estimate_line():
+    row = dict(config='vit5_upernet_ade20k.py', precision='bf16', crop=512, images_per_gpu=2, iterations=160000,
+               step_s=0.1, peak_gib=4.2, gpu_gib=139.8, fits=True, gpus=1, images_per_iteration=2, hours=4.44)
+    line = selfcheck.estimate_line(row)
+    assert line == ("vit5_upernet_ade20k.py (bf16): 160000 iterations x 0.100 s = 4.4 h of train steps on 1 GPU(s) "
+                    "x 2 images; the protocol's 16 images/iteration need 8 GPUs; peak 4.2 of 140 GiB: fits")

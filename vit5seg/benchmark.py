@@ -17,20 +17,26 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import torch
 from timm.layers.pos_embed_sincos import apply_rot_embed_cat
 
 from .models.backbones.vit5 import ViT5, resolve_arch
 from .models.convert import parse_arch
+from .models.segmentor import build_segmentor
+from .paths import config_path
 
 # issue #7's targets, for vit5-small at 512x512, batch 2, CPU
 TARGETS = {'ratio_vs_timm_rope_vit': ('<=', 1.05), 'deit3_ratio_vs_timm_deit3': ('<=', 1.03),
            'ratio_vs_mmseg_vit': ('<=', 0.65), 'speedup_vs_reference': ('>=', 1.7),
            'with_cp_memory_ratio': ('<=', 0.60), 'with_cp_time_ratio': ('<=', 1.4)}
 # issue #17's, with --segmentor (ViT-5-S + UperNet, 512x512, CPU)
-SEGMENTOR_TARGETS = {'bf16_whole_speedup': ('>=', 2.0), 'onnxruntime_vs_pytorch': ('>=', 1.0)}
+# and #26's: a bf16 train step on a CPU with bf16 instructions (AMX or AVX512-BF16)
+SEGMENTOR_TARGETS = {'bf16_whole_speedup': ('>=', 2.0), 'onnxruntime_vs_pytorch': ('>=', 1.0),
+                     'amp_train_speedup': ('>=', 1.2)}
+
+AMP_DTYPES = {'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 # ratio -> (numerator, denominator) among the timed steps
 RATIO_TERMS = {'ratio_vs_mmseg_vit': ('ours', 'mmseg_vit'), 'ratio_vs_timm_rope_vit': ('ours', 'timm_rope_vit'),
@@ -139,6 +145,12 @@ def fwd_bwd_step(fn, module, x, amp_dtype=None):
     return step
 
 
+# glibc raises its mmap threshold after large frees, so later big buffers come from the
+# heap and the peak RSS of the same step varied by 20% between runs (825-1039 MB here);
+# a fixed threshold returns every large buffer to the system on free: 778 MB, three of three.
+_STEADY_MALLOC = {'MALLOC_MMAP_THRESHOLD_': '131072', 'MALLOC_ARENA_MAX': '2'}
+
+
 def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> float:
     """Extra peak memory of one backbone training step: CUDA max allocated, or on CPU the
     growth of peak RSS in a fresh subprocess."""
@@ -153,11 +165,8 @@ def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> f
         return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
     code = ('import sys, json; from vit5seg.benchmark import _cpu_memory_probe; '
             f'print(json.dumps(_cpu_memory_probe({arch!r}, {crop}, {batch}, {with_cp})))')
-    # glibc raises its mmap threshold after large frees, so later big buffers come from the
-    # heap and the peak RSS of the same step varied by 20% between runs (825-1039 MB here);
-    # a fixed threshold returns every large buffer to the system on free: 778 MB, three of three.
-    env = {**os.environ, 'MALLOC_MMAP_THRESHOLD_': '131072', 'MALLOC_ARENA_MAX': '2'}
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
+                         env={**os.environ, **_STEADY_MALLOC})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -189,7 +198,7 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
     torch.manual_seed(0)
     peers = build_peers(arch, crop, device)
     x = torch.randn(batch, 3, crop, crop, device=device)
-    amp_dtype = {'bf16': torch.bfloat16, 'fp16': torch.float16, None: None}[amp]
+    amp_dtype = AMP_DTYPES.get(amp)
     steps = {name: fwd_bwd_step(fn, module, x, amp_dtype) for name, (fn, module) in peers.items()}
     if compile:
         # the backbone's own switch (compile=True: the block stack compiled), same weights
@@ -230,15 +239,16 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
         # tiny models can stay inside pages the process already had: no growth to compare
         result.update(peak_mb=plain, with_cp_peak_mb=cp, with_cp_memory_ratio=cp / plain if plain > 0 else None)
     if segmentor:
-        result.update(segmentor_timings(arch, crop, batch, device, warmup, repeats))
+        result.update(segmentor_timings(arch, crop, batch, device, warmup, repeats, amp=amp, memory=memory))
     return result
 
 
 class SegmentorSteps:
-    """Timed steps of an mmseg segmentor on random data: ``train`` (one AdamW step on
-    ``batch`` random crop x crop images with random labels), ``whole(autocast)`` (predict
-    that batch) and ``slide(autocast)`` (sliding-window prediction of one ``slide_shape``
-    image, ``window`` squares at a 2/3 stride). Shared by the benchmark and the self-check."""
+    """Timed steps of an mmseg segmentor on random data: ``train(amp)`` (one AdamW step on
+    ``batch`` random crop x crop images with random labels; under autocast with ``amp``,
+    fp16 with a grad scaler), ``whole(autocast)`` (predict that batch) and
+    ``slide(autocast)`` (sliding-window prediction of one ``slide_shape`` image,
+    ``window`` squares at a 2/3 stride). Shared by the benchmark and the self-check."""
 
     def __init__(self, model, crop: int, batch: int, device, slide_shape=(512, 2048), window: int = 512):
         from mmengine.structures import PixelData
@@ -254,13 +264,24 @@ class SegmentorSteps:
         self.big = torch.randn(1, 3, *slide_shape, device=device)
         self.big_meta = [SegDataSample(metainfo=dict(img_shape=tuple(slide_shape), ori_shape=tuple(slide_shape),
                                                      pad_shape=tuple(slide_shape)))]
+        self.scalers = {}
 
-    def train(self):
-        self.model.train()
-        losses = self.model(self.inputs, self.samples, mode='loss')
-        self.optim.zero_grad()
-        sum(v for k, v in losses.items() if 'loss' in k).backward()
-        self.optim.step()
+    def train(self, amp: Optional[torch.dtype] = None) -> Callable[[], None]:
+        kind = self.inputs.device.type
+        if amp == torch.float16 and kind != 'cuda':
+            raise ValueError('fp16 autocast train steps need a CUDA GPU (use bf16 on CPU)')
+        # fp16 gradients underflow without loss scaling; one scaler per dtype so its scale carries over
+        scaler = self.scalers.setdefault(amp, torch.amp.GradScaler(kind, enabled=amp == torch.float16))
+
+        def step():
+            self.model.train()
+            with torch.autocast(kind, dtype=amp or torch.float32, enabled=amp is not None):
+                losses = self.model(self.inputs, self.samples, mode='loss')
+            self.optim.zero_grad()
+            scaler.scale(sum(v for k, v in losses.items() if 'loss' in k)).backward()
+            scaler.step(self.optim)
+            scaler.update()
+        return step
 
     def _predict(self, test_cfg: dict, inputs, metas, autocast):
         from mmengine.config import ConfigDict
@@ -281,24 +302,65 @@ class SegmentorSteps:
                              self.big, self.big_meta, autocast)
 
 
-def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(512, 2048)) -> dict:
-    """The entry config's UperNet with this backbone: one train step; sliding-window
-    inference of one 2048x512 image and whole-image inference of one crop, in float32
-    and under bf16 autocast; whole-image inference with ONNX Runtime (CPU, with the
-    deploy extra). All interleaved in one process."""
-    from mmengine.config import Config, ConfigDict
-    from mmengine.model.utils import revert_sync_batchnorm
-    from mmseg.registry import MODELS
-    from mmseg.utils import register_all_modules
-
-    from .demo import REPO_CONFIGS
-    register_all_modules(init_default_scope=True)
-    cfg = Config.fromfile(str(REPO_CONFIGS / 'vit5_upernet_ade20k.py'))
+def upernet_model_cfg(arch):
+    """The entry config's UperNet model dict with this backbone (taps, widths adapted)."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(str(config_path('vit5_upernet_ade20k.py')))
     width, depth = resolve_arch(arch)['embed_dims'], resolve_arch(arch)['num_layers']
-    cfg.model.backbone.update(arch=arch, out_indices=_taps(depth), init_cfg=None)
+    cfg.model.backbone.update(arch=arch, out_indices=_taps(depth))
     cfg.model.neck.embed_dim = cfg.model.auxiliary_head.in_channels = width
     cfg.model.decode_head.in_channels = [width] * 4
-    model = revert_sync_batchnorm(MODELS.build(cfg.model)).to(device)
+    return cfg.model
+
+
+def segmentor_peak_mb(model_cfg, crop: int, batch: int, device, amp: Optional[str] = None) -> float:
+    """Peak memory of a whole segmentor's training, in MB: its weights, gradients, AdamW
+    state and the activations of a step (two steps, so the optimizer state exists). CUDA:
+    max allocated above what was allocated before the model was built; CPU: the growth of
+    peak RSS in a fresh subprocess."""
+    if torch.device(device).type == 'cuda':
+        sync_device(device)
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        steps = SegmentorSteps(build_segmentor(model_cfg, device), crop, batch, device, slide_shape=(crop, crop),
+                               window=crop)
+        step = steps.train(AMP_DTYPES.get(amp))
+        step()
+        step()
+        sync_device(device)
+        peak = torch.cuda.max_memory_allocated() - base
+        del steps, step
+        torch.cuda.empty_cache()
+        return peak / 2 ** 20
+    import pickle
+    code = ('import sys, pickle, json; import vit5seg; from vit5seg.benchmark import _cpu_segmentor_memory_probe; '
+            'print(json.dumps(_cpu_segmentor_memory_probe(*pickle.loads(sys.stdin.buffer.read()))))')
+    out = subprocess.run([sys.executable, '-c', code], input=pickle.dumps((dict(model_cfg), crop, batch, amp)),
+                         capture_output=True, check=True, env={**os.environ, **_STEADY_MALLOC})
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+def _cpu_segmentor_memory_probe(model_cfg, crop, batch, amp) -> float:
+    from mmseg.models import EncoderDecoder  # noqa: F401  (imports outside the measurement)
+    before = _peak_rss_mb()
+    steps = SegmentorSteps(build_segmentor(model_cfg, 'cpu'), crop, batch, 'cpu', slide_shape=(crop, crop),
+                           window=crop)
+    step = steps.train(AMP_DTYPES.get(amp))
+    step()
+    step()
+    return _peak_rss_mb() - before
+
+
+def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(512, 2048), amp=None,
+                      memory=True) -> dict:
+    """The entry config's UperNet with this backbone: one train step in float32 (and under
+    ``amp`` autocast); sliding-window inference of one 2048x512 image and whole-image
+    inference of one crop, in float32 and under bf16 autocast; whole-image inference with
+    ONNX Runtime (CPU, with the deploy extra). All interleaved in one process; then the
+    peak memory of the train step (``memory``)."""
+    from mmengine.config import ConfigDict
+    model_cfg = upernet_model_cfg(arch)
+    model = build_segmentor(model_cfg, device)
     # the protocol's window, whatever the training crop of the benchmark
     timed = SegmentorSteps(model, crop, batch, device, slide_shape, window=min(512, *slide_shape))
     kind = torch.device(device).type
@@ -317,8 +379,10 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
                 return whole_model(image)
         return run
 
-    steps = {'train': timed.train, 'slide': timed.slide(), 'slide_bf16': timed.slide(lambda: bf16),
+    steps = {'train': timed.train(), 'slide': timed.slide(), 'slide_bf16': timed.slide(lambda: bf16),
              'whole': whole(), 'whole_bf16': whole(lambda: bf16)}
+    if amp:
+        steps['train_amp'] = timed.train(AMP_DTYPES[amp])
     session = _onnx_session(model, crop) if kind == 'cpu' else None
     if session is not None:
         array = image.cpu().numpy()
@@ -331,9 +395,18 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
                   whole_images_s=1 / med['whole'], whole_bf16_images_s=1 / med['whole_bf16'],
                   bf16_whole_speedup=med['whole'] / med['whole_bf16'],
                   bf16_label_agreement=(labels_fp32 == labels_bf16).float().mean().item())
+    if amp:
+        result.update(segmentor_train_step_amp_s=med['train_amp'], amp_train_speedup=med['train'] / med['train_amp'],
+                      amp_train_speedup_quartiles=quartiles([a / b for a, b in zip(times['train'],
+                                                                                   times['train_amp'])]))
     if session is not None:
         result.update(whole_onnxruntime_images_s=1 / med['whole_onnxruntime'],
                       onnxruntime_vs_pytorch=med['whole'] / med['whole_onnxruntime'])
+    if memory:
+        del timed, steps, model, whole_model
+        result['segmentor_peak_mb'] = segmentor_peak_mb(model_cfg, crop, batch, device)
+        if amp:
+            result['segmentor_peak_amp_mb'] = segmentor_peak_mb(model_cfg, crop, batch, device, amp)
     return result
 
 
@@ -360,7 +433,8 @@ def markdown(result: dict) -> str:
                 'ratio_vs_timm_rope_vit', 'deit3_ratio_vs_timm_deit3', 'speedup_vs_reference',
                 'with_cp_time_ratio', 'peak_mb', 'with_cp_peak_mb', 'with_cp_memory_ratio', 'compiled_fwd_bwd_s',
                 'compiled_ratio', 'compile_first_step_s',
-                'segmentor_train_step_s', 'slide_inference_2048x512_s', 'slide_bf16_s', 'bf16_slide_speedup',
+                'segmentor_train_step_s', 'segmentor_train_step_amp_s', 'amp_train_speedup', 'segmentor_peak_mb',
+                'segmentor_peak_amp_mb', 'slide_inference_2048x512_s', 'slide_bf16_s', 'bf16_slide_speedup',
                 'whole_images_s', 'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_label_agreement',
                 'whole_onnxruntime_images_s', 'onnxruntime_vs_pytorch'):
         if result.get(key) is not None:
@@ -383,10 +457,12 @@ def main(argv=None):
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--repeats', type=int, default=5)
-    parser.add_argument('--amp', choices=['bf16', 'fp16'], default=None, help='autocast dtype (GPU)')
-    parser.add_argument('--segmentor', action='store_true', help='also time the UperNet train step and slide inference')
+    parser.add_argument('--amp', choices=['bf16', 'fp16'], default=None,
+                        help='autocast dtype of the backbone steps and of a second segmentor train step (fp16: GPU)')
+    parser.add_argument('--segmentor', action='store_true',
+                        help='also time the UperNet train step, whole and slide inference, and its peak memory')
     parser.add_argument('--compile', action='store_true', help='also time torch.compile of our backbone')
-    parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurement')
+    parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurements')
     parser.add_argument('--json', help='write all figures to this file')
     args = parser.parse_args(argv)
     result = run_benchmark(args.arch, args.crop, args.batch, args.device, args.warmup, args.repeats, args.amp,
