@@ -61,9 +61,17 @@ def _train_pair(root, i=1):
 # --- folders -------------------------------------------------------------------------
 
 def test_missing_data_root_names_the_config_key(cfg, tmp_path):
-    with pytest.raises(DatasetError, match=r"^train_dataloader.dataset.data_root: '.*nowhere' does not exist .*"
-                                           r"--cfg-options train_dataloader.dataset.data_root=PATH"):
+    with pytest.raises(DatasetError, match=r"^train_dataloader.dataset.data_root: '.*nowhere' does not exist; "
+                                           r"set data_root .*--cfg-options train_dataloader.dataset.data_root=PATH"):
         check_dataset_config(_dataset_cfg(cfg, tmp_path / 'nowhere'), 'train_dataloader.dataset')
+
+
+def test_a_relative_data_root_names_the_working_directory_and_the_repository_root(cfg, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DatasetError) as err:
+        check_dataset_config(_dataset_cfg(cfg, 'data/ade/ADEChallengeData2016'), 'train_dataloader.dataset')
+    assert (f"'data/ade/ADEChallengeData2016' does not exist (relative paths are from the working directory, "
+            f"{tmp_path}; the repository's configs name theirs from the repository root, {REPO})") in str(err.value)
 
 
 def test_missing_split_folder(cfg, root):

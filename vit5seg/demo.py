@@ -9,8 +9,9 @@ from pathlib import Path
 
 import vit5seg  # noqa: F401  (registers ViT5, applies the compat fixes)
 
-REPO_CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
-TINY_CONFIG = REPO_CONFIGS / 'tiny' / 'vit5_upernet_synthetic.py'
+from .paths import config_path  # noqa: E402
+
+TINY_CONFIG = config_path('tiny/vit5_upernet_synthetic.py')
 
 
 def run(work_dir='work_dirs/demo', data_dir='data/synthetic_ade20k', iters=300, seed=0):

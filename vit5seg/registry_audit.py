@@ -22,8 +22,8 @@ from unittest import mock
 import torch
 
 from . import compat
+from .paths import config_path
 
-REPO = Path(__file__).resolve().parents[1]
 WIDTH, TINY_WIDTH, TINY_DEPTH, NUM_CLASSES, SIZE = 768, 96, 4, 8, 64
 
 
@@ -153,7 +153,7 @@ def mmseg_segmentor(config: str, decode_head: Optional[dict] = None,
     get a Feature2Pyramid (1/4 .. 1/32, as our UperNet); a neck of the config takes the taps."""
     from mmengine.config import Config
     cfg = Config.fromfile(str(_mmseg_config(config))).model.to_dict()
-    ours = Config.fromfile(str(REPO / 'configs' / 'vit5_upernet_ade20k.py')).model.to_dict()
+    ours = Config.fromfile(str(config_path('vit5_upernet_ade20k.py'))).model.to_dict()
     neck = cfg.get('neck')
     num_taps = len(neck['in_channels']) if neck and 'in_channels' in neck else 4
     cfg.update(pretrained=None, data_preprocessor=ours['data_preprocessor'],
@@ -190,7 +190,7 @@ class Case:
 
 
 def _ours(head: str):
-    path = REPO / 'configs' / 'heads' / f'vit5_{head}_ade20k.py'
+    path = config_path(f'heads/vit5_{head}_ade20k.py')
     return lambda: tiny_segmentor(path), f'configs/heads/{path.name}'
 
 
@@ -200,7 +200,7 @@ def _mm(config: str, **kwargs):
 
 def _loss(loss: dict):
     def build():
-        model = tiny_segmentor(REPO / 'configs' / 'heads' / 'vit5_fcn_ade20k.py')
+        model = tiny_segmentor(config_path('heads/vit5_fcn_ade20k.py'))
         from mmseg.registry import MODELS
         model.decode_head.loss_decode = MODELS.build(loss)
         return model
@@ -208,7 +208,7 @@ def _loss(loss: dict):
 
 
 HEAD_CASES = {
-    'UPerHead': (lambda: tiny_segmentor(REPO / 'configs' / 'vit5_upernet_ade20k.py'), 'configs/vit5_upernet_ade20k.py'),
+    'UPerHead': (lambda: tiny_segmentor(config_path('vit5_upernet_ade20k.py')), 'configs/vit5_upernet_ade20k.py'),
     'FCNHead': _ours('fcn'), 'PSPHead': _ours('pspnet'), 'DepthwiseSeparableASPPHead': _ours('deeplabv3plus'),
     'SegformerHead': _ours('segformer'), 'SegmenterMaskTransformerHead': _ours('segmenter'),
     'SETRUPHead': _ours('setr-pup'), 'SETRMLAHead': _ours('setr-mla'), 'DPTHead': _ours('dpt'),

@@ -10,6 +10,8 @@ from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from mmengine.fileio import list_dir_or_file
 
+from ..paths import repository_root
+
 
 class DatasetError(ValueError):
     """A dataset in the config whose folders are missing, empty or do not pair up."""
@@ -68,9 +70,13 @@ def check_folders(dataset_cfg: dict, where: str) -> Optional[SplitFolders]:
     if '://' in data_root:
         return None
     if data_root and not osp.isdir(data_root):
-        raise DatasetError(f'{where}.data_root: {data_root!r} does not exist (relative paths are from '
-                           f'{osp.abspath(".")}); set data_root in the config or with '
-                           f'--cfg-options {where}.data_root=PATH')
+        origin = ''
+        if not osp.isabs(data_root):
+            repo = repository_root()
+            origin = f' (relative paths are from the working directory, {osp.abspath(".")}' + (
+                f"; the repository's configs name theirs from the repository root, {repo})" if repo else ')')
+        raise DatasetError(f'{where}.data_root: {data_root!r} does not exist{origin}; set data_root in the config '
+                           f'or with --cfg-options {where}.data_root=PATH')
     prefix = dataset_cfg.get('data_prefix') or {}
     img_dir = osp.join(data_root, prefix.get('img_path', ''))
     seg_dir = osp.join(data_root, prefix.get('seg_map_path', ''))
