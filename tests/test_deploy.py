@@ -153,3 +153,38 @@ def test_the_tool_exits_1_when_onnxruntime_and_pytorch_disagree(tiny_checkpoint,
     monkeypatch.setattr(export, 'compare_with_pytorch', lambda *args, **kwargs: [bad])
     assert main([str(TINY), str(tiny_checkpoint), '--out', str(tmp_path / 'm.onnx')]) == 1
     assert 'error: ONNX Runtime and PyTorch differ at 96x96' in capsys.readouterr().out
+
+
+def test_predict_applies_the_configs_test_resize_and_mode_like_inference_model(tiny_checkpoint, dynamic_export):
+    """A photo whose size is not the test scale: the graph alone sees it as given, predict()
+    resizes it as the config's test pipeline does, runs the config's mode and returns labels
+    at the photo's size, agreeing with inference_model."""
+    from vit5seg.apis import inference_model, init_model
+    session = OnnxSession(dynamic_export)
+    assert session.settings == dict(resize=dict(scale=[160, 128], keep_ratio=True), mode='whole',
+                                    align_corners=False)
+    photo = generated_image((150, 230), seed=3)
+    slide_cfg = dict(mode='slide', crop_size=(64, 64), stride=(48, 48))
+    for test_cfg in (None, slide_cfg):
+        model = init_model(str(TINY), str(tiny_checkpoint), device='cpu',
+                           cfg_options={'model.test_cfg': test_cfg} if test_cfg else None)
+        if test_cfg:
+            session.settings.update(mode='slide', crop_size=[64, 64], stride=[48, 48])
+        expected = inference_model(model, photo).pred_sem_seg.data[0].numpy()
+        logits, labels = session.predict(photo)
+        assert logits.shape == (150, 150, 230) and labels.shape == (150, 230)
+        assert (labels == expected).mean() >= 0.995, (test_cfg, (labels == expected).mean())
+    _, as_given = session.run(photo.transpose(2, 0, 1)[None].astype(np.float32))
+    assert as_given.shape == (1, 150, 230)  # the graph alone: no resize, whole image
+
+
+def test_predict_needs_a_size_the_export_can_take(tiny_checkpoint, tmp_path):
+    out = tmp_path / 'fixed.onnx'
+    export_onnx(_loaded(tiny_checkpoint), out, shape=(96, 96),
+                settings=dict(resize=dict(scale=[160, 128], keep_ratio=True), mode='whole', align_corners=False))
+    with pytest.raises(ValueError, match='tests this photo at 128x158, but the model was exported for 96x96 only: '
+                                         'export with --dynamic'):
+        OnnxSession(out).predict(generated_image((130, 160)))
+    export_onnx(_loaded(tiny_checkpoint), out, shape=(96, 96))
+    with pytest.raises(ValueError, match='holds no test settings'):
+        OnnxSession(out).predict(generated_image((96, 96)))

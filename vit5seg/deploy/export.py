@@ -4,7 +4,12 @@ Input ``image``: float32 (N, 3, H, W), the image as cv2 reads it (BGR, 0-255); t
 preprocessor's channel order and mean/std are inside the graph. Outputs ``logits``
 (N, num_classes, H, W) and ``labels`` (N, H, W) int64. With ``dynamic`` N, H and W are
 free: the pos_embed resize and the RoPE tables are computed in the graph.
+
+The graph is the network on the input as given. What the config does around it at test
+time (its test ``Resize``, slide or whole mode, logits back to the photo's size) is stored
+in the model's metadata (``vit5seg.inference``, JSON) for ``OnnxSession.predict``.
 """
+import json
 import re
 import time
 from pathlib import Path
@@ -124,9 +129,28 @@ def _explain(error: Exception, model: nn.Module, example: torch.Tensor) -> str:
             f': {text.splitlines()[0][:300]}')
 
 
+INFERENCE_KEY = 'vit5seg.inference'
+
+
+def inference_settings(cfg) -> dict:
+    """What an mmseg config does around the network at test time: the test pipeline's
+    ``Resize`` (scale and keep_ratio, or None), ``test_cfg`` (mode, and crop/stride for
+    slide) and the decode head's ``align_corners`` for the resize back."""
+    pipeline = cfg.get('test_pipeline') or cfg.test_dataloader.dataset.pipeline
+    resize = next((dict(scale=list(step['scale']), keep_ratio=bool(step.get('keep_ratio', False)))
+                   for step in pipeline if step['type'] == 'Resize' and step.get('scale')), None)
+    test_cfg = cfg.model.get('test_cfg') or {}
+    mode = test_cfg.get('mode', 'whole')
+    settings = dict(resize=resize, mode=mode, align_corners=bool(cfg.model.decode_head.get('align_corners', False)))
+    if mode == 'slide':
+        settings.update(crop_size=list(test_cfg['crop_size']), stride=list(test_cfg['stride']))
+    return settings
+
+
 def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), dynamic: bool = False,
-                opset: Optional[int] = None) -> Path:
-    """Export ``segmentor`` (an mmseg EncoderDecoder on CPU, eval mode) to ``out``."""
+                opset: Optional[int] = None, settings: Optional[dict] = None) -> Path:
+    """Export ``segmentor`` (an mmseg EncoderDecoder on CPU, eval mode) to ``out``;
+    ``settings`` (:func:`inference_settings`) go into the model's metadata."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     wrapper = OnnxSegmentor(segmentor).eval()
@@ -149,6 +173,8 @@ def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), 
         raise ExportError(_explain(error, wrapper, example[:1])) from None
     if program is None:
         raise ExportError('the ONNX exporter returned no program')
+    if settings is not None:
+        program.model.metadata_props[INFERENCE_KEY] = json.dumps(settings)
     program.save(str(out))
     return out
 
@@ -233,11 +259,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from mmengine.config import Config
-    cfg_crop = Config.fromfile(args.config).get('crop_size')
-    shape = tuple(args.shape or args.example_shape or cfg_crop or (512, 512))
+    cfg = Config.fromfile(args.config)
+    shape = tuple(args.shape or args.example_shape or cfg.get('crop_size') or (512, 512))
     model = load_segmentor(args.config, args.checkpoint, args.sha256)
     start = time.perf_counter()
-    out = export_onnx(model, args.out, shape=shape, dynamic=args.dynamic, opset=args.opset)
+    out = export_onnx(model, args.out, shape=shape, dynamic=args.dynamic, opset=args.opset,
+                      settings=inference_settings(cfg))
     print(f'exported {out} ({"dynamic N, H, W" if args.dynamic else f"1x3x{shape[0]}x{shape[1]}"}) '
           f'in {time.perf_counter() - start:.0f} s')
     rows = compare_with_pytorch(out, model, check_sizes(shape, args.dynamic), repeats=args.repeats,

@@ -5,9 +5,12 @@
     session = OnnxSession('model.onnx')                  # CPU, or providers=[...CUDA...]
     logits, labels = session.run(batch)                  # (N, 3, H, W) float32 BGR 0-255
     logits, labels = session.slide(image, crop=(512, 512), stride=(341, 341))  # (H, W, 3) BGR
+    logits, labels = session.predict(photo)              # as the config tests: resize, mode, photo size
 """
+import json
 from typing import Optional, Sequence, Tuple
 
+import cv2
 import numpy as np
 
 
@@ -33,6 +36,8 @@ class OnnxSession:
         shape = self.session.get_inputs()[0].shape
         # a fixed-size export states its H and W; a dynamic one names them
         self.fixed_hw = tuple(shape[2:]) if all(isinstance(s, int) for s in shape[2:]) else None
+        stored = self.session.get_modelmeta().custom_metadata_map.get('vit5seg.inference')
+        self.settings = json.loads(stored) if stored else None  # deploy.export.inference_settings
 
     def run(self, batch: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """(N, 3, H, W) float32 BGR 0-255 -> logits (N, C, H, W), labels (N, H, W)."""
@@ -61,3 +66,40 @@ class OnnxSession:
             count[:, y1:y2, x1:x2] += 1
         logits = total / count
         return logits, logits.argmax(axis=0)
+
+    def predict(self, image: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """One (H, W, 3) BGR photo as the exported config tests it: its test ``Resize``
+        (mmcv's own resizing), whole or sliding-window inference, the logits resized back
+        to the photo (bilinear) -> logits (C, H, W), labels (H, W), as ``inference_model``."""
+        import mmcv
+        if self.settings is None:
+            raise ValueError('this model holds no test settings (exported before they were stored): export it '
+                             'again with tools/export_onnx.py')
+        h, w = image.shape[:2]
+        resize = self.settings['resize']
+        if resize is not None:
+            rescale = mmcv.imrescale if resize['keep_ratio'] else mmcv.imresize
+            image = rescale(image, tuple(resize['scale']), interpolation='bilinear', backend='cv2')
+        if self.settings['mode'] == 'slide':
+            logits, _ = self.slide(image, tuple(self.settings['crop_size']), tuple(self.settings['stride']))
+        else:
+            if self.fixed_hw is not None and image.shape[:2] != self.fixed_hw:
+                raise ValueError(f'the config tests this photo at {image.shape[0]}x{image.shape[1]}, but the model '
+                                 f'was exported for {self.fixed_hw[0]}x{self.fixed_hw[1]} only: export with --dynamic')
+            logits = self.run(image.transpose(2, 0, 1)[None])[0][0]
+        if self.settings['align_corners']:
+            raise ValueError('the config resizes with align_corners=True, which predict() does not reproduce')
+        logits = resize_channels(logits, (h, w))
+        return logits, logits.argmax(axis=0)
+
+
+def resize_channels(maps: np.ndarray, hw: Tuple[int, int]) -> np.ndarray:
+    """(C, h, w) -> (C, H, W), bilinear with half-pixel centres (torch's align_corners=False,
+    what mmseg resizes logits with); cv2 takes at most 128 channels at a time."""
+    if tuple(maps.shape[1:]) == tuple(hw):
+        return maps
+    hwc = np.ascontiguousarray(maps.transpose(1, 2, 0), dtype=np.float32)
+    parts = [cv2.resize(hwc[..., i:i + 128], (hw[1], hw[0]), interpolation=cv2.INTER_LINEAR)
+             for i in range(0, hwc.shape[2], 128)]
+    parts = [p[..., None] if p.ndim == 2 else p for p in parts]
+    return np.concatenate(parts, axis=2).transpose(2, 0, 1)
