@@ -41,13 +41,26 @@ def test_readme_is_a_front_page_linking_every_doc():
         assert heading in text
 
 
+def test_readme_states_the_driver_the_pinned_torch_needs():
+    import torch
+
+    from vit5seg.selfcheck import CUDA_MIN_DRIVER
+    assert torch.version.cuda, 'the pinned torch wheel is its CUDA build'
+    major = int(torch.version.cuda.split('.')[0])
+    text = README.read_text()
+    assert f'torch {torch.__version__.split("+")[0]} for CUDA {torch.version.cuda}: NVIDIA driver >= ' \
+           f'{CUDA_MIN_DRIVER[major]}' in text
+
+
 def test_readme_gpu_commands_use_real_flags():
     block = README.read_text().split('## Train on a GPU machine')[1].split('```')[1]
     commands = [line.split('#')[0].strip() for line in block.splitlines() if line.strip()]
     tools = [c for c in commands if 'tools/' in c]
     assert [re.search(r'tools/([\w.]+)', c).group(1) for c in tools] == [
-        'selfcheck.py', 'prepare_ade20k.py', 'download_weights.py', 'dist_train.sh', 'dist_train.sh', 'dist_test.sh',
-        'dist_test.sh', 'compare.py']
+        'selfcheck.py', 'prepare_ade20k.py', 'download_weights.py', 'run_seeds.py', 'run_seeds.py', 'compare.py']
+    assert '--device cuda' in tools[0]  # a node whose GPUs torch cannot use fails instead of checking its CPU
+    for command in tools[3:5]:  # one run per model shows no interval on the delta
+        assert len(command.split('--seeds')[1].split('--')[0].split()) >= 2, command
     for command in tools:
         tool = REPO / re.search(r'(tools/[\w.]+)', command).group(1)
         if tool.suffix == '.sh':  # the flags go on to train.py / test.py
