@@ -83,8 +83,9 @@ def test_missing_data_root_and_config(tmp_path):
     out = _tool(REPO / 'configs' / 'coco_stuff' / 'vit5-base_upernet_coco_stuff164k.py', tmp_path)
     assert out.returncode == 1
     assert out.stdout.splitlines()[0] == (
-        f"train_dataloader.dataset.data_root: 'data/coco_stuff164k' does not exist (relative paths are from "
-        f"{tmp_path}); set data_root in the config or with --cfg-options train_dataloader.dataset.data_root=PATH")
+        f"train_dataloader.dataset.data_root: 'data/coco_stuff164k' does not exist (relative paths are from the "
+        f"working directory, {tmp_path}; the repository's configs name theirs from the repository root, {REPO}); "
+        f"set data_root in the config or with --cfg-options train_dataloader.dataset.data_root=PATH")
     missing = _tool(tmp_path / 'nope.py', tmp_path)
     assert missing.returncode == 1 and missing.stderr.startswith('error: ') and 'nope.py' in missing.stderr
 
