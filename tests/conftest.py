@@ -1,4 +1,3 @@
-import json
 import os
 import sys
 from pathlib import Path
@@ -15,8 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def logged_scalars(work_dir: Path) -> list:
     """Every record mmengine logged in ``work_dir`` (all runs, oldest first)."""
-    files = sorted(Path(work_dir).glob('*/vis_data/scalars.json'))
-    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    from vit5seg.analysis.logs import read_scalars, scalar_files
+    return [record for path in scalar_files(work_dir) for record in read_scalars(path)]
 
 
 def class_table(log: str) -> list:

@@ -96,7 +96,8 @@ def test_analyze_logs_merges_resumed_launches_and_finds_the_spike(tmp_path):
 def test_compare_rows_paper_delta_tolerance_and_unfinished(tmp_path):
     from mmengine.config import Config
 
-    from vit5seg.analysis.compare import RunResult, compare, read_run, to_markdown
+    from vit5seg.analysis.compare import compare, to_markdown
+    from vit5seg.analysis.runs import RunResult, read_result
     runs = [RunResult('a', 'ViT-5', 'base', single={'mIoU': 52.1, 'mAcc': 63.0, 'aAcc': 84.0}),
             RunResult('b', 'DeiT-III', 'base', single={'mIoU': 49.6, 'mAcc': 60.0, 'aAcc': 83.0}),
             RunResult('c', 'ViT-5', 'large', single={'mIoU': 54.0})]
@@ -117,6 +118,6 @@ def test_compare_rows_paper_delta_tolerance_and_unfinished(tmp_path):
     launch.mkdir(parents=True)
     Config.fromfile(str(TINY)).dump(str(launch / 'config.py'))
     (launch / 'scalars.json').write_text(json.dumps({'loss': 3.0, 'iter': 10, 'step': 10}) + '\n')
-    run = read_run(tmp_path / 'run')
+    run = read_result(tmp_path / 'run')
     assert (run.family, run.size) == ('ViT-5', 'small (embed_dims=64, num_layers=4, num_heads=2)')
     assert run.status == 'unfinished (iteration 10 of 300, no metrics yet)'

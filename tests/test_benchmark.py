@@ -104,7 +104,7 @@ def test_segmentor_timings_give_train_inference_and_memory_figures():
 
 def test_fp16_train_steps_need_a_gpu():
     from vit5seg.benchmark import SegmentorSteps
-    from vit5seg.registry_audit import tiny_segmentor
+    from vit5seg.models.segmentor import tiny_segmentor
     steps = SegmentorSteps(tiny_segmentor(REPO / 'configs' / 'vit5_upernet_ade20k.py'), 32, 1, 'cpu', (32, 32), 32)
     with pytest.raises(ValueError, match='fp16 autocast train steps need a CUDA GPU'):
         steps.train(torch.float16)

@@ -5,11 +5,10 @@ import contextlib
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import vit5seg  # noqa: F401  (applies the fallbacks)
-from vit5seg import compat
-from vit5seg.registry_audit import CudaLikeTensor, simulated_cuda
+from vit5seg import compat, ops
+from vit5seg.utils.cuda_simulation import CudaLikeTensor, simulated_cuda
 
 
 def cuda_like(t: torch.Tensor) -> torch.Tensor:
@@ -71,7 +70,7 @@ def test_deformable_attention_stand_in_follows_the_definition():
     locations = (torch.rand(2, 3, 2, 2, 2, 2, generator=gen) * 1.4 - 0.2).requires_grad_()
     weights = torch.rand(2, 3, 2, 2, 2, generator=gen).softmax(-1).requires_grad_()
     start = torch.tensor([0, 20])
-    ours = compat._DeformAttnPytorch.apply(value, shapes, start, locations, weights, 64)
+    ours = ops.DeformAttnPytorch.apply(value, shapes, start, locations, weights, 64)
     reference = _deform_attn_reference(value, shapes, locations, weights)
     torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-6)
     probe = torch.randn_like(ours)
@@ -101,11 +100,11 @@ def test_deformable_attention_cuda_branch_runs_the_stand_in_on_the_modules_input
             calls.append(([torch.Tensor(a.detach()) if torch.is_tensor(a) else a for a in args], out.detach()))
             return out
     monkeypatch.setattr(msda, 'MultiScaleDeformableAttnFunction', Spy)
-    before = compat.FALLBACK_CALLS['ms_deform_attn']
+    before = ops.FALLBACK_CALLS['ms_deform_attn']
     with simulated_cuda():
         attn(cuda_like(query[:1, :21]), value=cuda_like(query[:1]), reference_points=reference[:1, :21],
              spatial_shapes=shapes, level_start_index=start)
-    assert compat.FALLBACK_CALLS['ms_deform_attn'] == before + 1 and len(calls) == 1
+    assert ops.FALLBACK_CALLS['ms_deform_attn'] == before + 1 and len(calls) == 1
     (value, spatial_shapes, _, locations, weights, _), out = calls[0]
     torch.testing.assert_close(torch.Tensor(out), _deform_attn_reference(value, spatial_shapes, locations, weights),
                                rtol=1e-5, atol=1e-6)
@@ -115,7 +114,7 @@ def test_without_the_fallback_the_cuda_branch_needs_the_compiled_kernel(monkeypa
     """What a GPU user got before: mmcv's CUDA branch calls the missing compiled op."""
     import mmcv.ops.multi_scale_deform_attn as msda
     from mmcv.ops import MultiScaleDeformableAttention
-    original = compat._DeformAttnPytorch.replaces
+    original = ops.DeformAttnPytorch.replaces
     monkeypatch.setattr(msda, 'MultiScaleDeformableAttnFunction', original)
     attn = MultiScaleDeformableAttention(embed_dims=32, num_heads=4, num_levels=3, num_points=2, batch_first=True, dropout=0.)
     query, reference, shapes, start = _deform_attn_inputs()
@@ -205,11 +204,11 @@ def test_sigmoid_focal_loss_op_stand_in_follows_the_kernel(with_weight):
     target = torch.randint(0, 5, (20,), generator=gen)  # 4 = background
     weight = torch.tensor([0.5, 1.0, 2.0, 4.0]) if with_weight else None
     expected = _focal_kernel_loops(pred, target, 2.0, 0.25, weight)
-    ours = compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'none')
+    ours = ops.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'none')
     torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-7)
-    torch.testing.assert_close(compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'mean'),
+    torch.testing.assert_close(ops.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'mean'),
                                expected.sum() / 20)  # the kernel's mean: the sum over the N samples
-    torch.testing.assert_close(compat.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'sum'),
+    torch.testing.assert_close(ops.sigmoid_focal_loss_pytorch(pred, target, 2.0, 0.25, weight, 'sum'),
                                expected.sum())
 
 

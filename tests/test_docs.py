@@ -44,7 +44,7 @@ def test_readme_is_a_front_page_linking_every_doc():
 def test_readme_states_the_driver_the_pinned_torch_needs():
     import torch
 
-    from vit5seg.selfcheck import CUDA_MIN_DRIVER
+    from vit5seg.selfcheck.machine import CUDA_MIN_DRIVER
     assert torch.version.cuda, 'the pinned torch wheel is its CUDA build'
     major = int(torch.version.cuda.split('.')[0])
     text = README.read_text()
@@ -68,6 +68,9 @@ def test_readme_gpu_commands_use_real_flags():
         else:
             source = tool.read_text()
             module = re.search(r'from (vit5seg[\w.]*) import main', source)
-            source += (REPO / (module.group(1).replace('.', '/') + '.py')).read_text() if module else ''
+            if module:  # the module main() lives in, or all of its package
+                path = REPO / module.group(1).replace('.', '/')
+                files = sorted(path.glob('*.py')) if path.is_dir() else [path.with_suffix('.py')]
+                source += ''.join(f.read_text() for f in files)
         for flag in re.findall(r'\s(--[\w-]+)', command):
             assert f"'{flag}'" in source, (command, flag)

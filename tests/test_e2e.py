@@ -13,7 +13,7 @@ import torch
 
 from conftest import REPO, logged_scalars
 from vit5seg.datasets import make_synthetic_ade20k
-from vit5seg.selfcheck import DDP_WORKER
+from vit5seg.selfcheck.checks import DDP_WORKER
 
 pytestmark = pytest.mark.slow
 ENV = {**os.environ, 'OMP_NUM_THREADS': '2', 'PYTHONUNBUFFERED': '1'}

@@ -148,3 +148,10 @@ def test_tool_errors(models_and_images, tmp_path):
     taps = subprocess.run(tool + [specs[0], '--images', str(images), '--sizes', '32', '--taps', '7', '--out',
                                   str(tmp_path)], capture_output=True, text=True)
     assert taps.returncode == 1 and '--taps [7] out of range' in taps.stderr
+
+
+def test_models_are_named_by_a_short_label(models_and_images):
+    """Picture titles: a config's stem or the arch, not the full path (it ran over the next panel)."""
+    specs, _ = models_and_images
+    assert fv.load_model(specs[0], device='cpu').name == 'vit5_upernet_synthetic'
+    assert fv.load_model(specs[1], device='cpu').name == 'vit5-small'

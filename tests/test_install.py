@@ -13,12 +13,13 @@ from conftest import REPO
 PROBE = """
 import json, vit5seg
 from mmengine.config import Config
-from vit5seg import paths, selfcheck
+from vit5seg import paths
+from vit5seg.selfcheck import checks
 from vit5seg.demo import TINY_CONFIG
 cfg = Config.fromfile(str(paths.config_path('vit5_upernet_ade20k.py')))
 print(json.dumps(dict(package=vit5seg.__file__, configs=str(paths.config_root()), repo=str(paths.repository_root()),
                       backbone=cfg.model.backbone.type, schedule=cfg.train_cfg.max_iters, tiny=str(TINY_CONFIG),
-                      heads=len(selfcheck.HEAD_CONFIGS), train_tool=selfcheck._tool('train')[0])))
+                      heads=len(checks.HEAD_CONFIGS), train_tool=checks._tool('train')[0])))
 """
 
 

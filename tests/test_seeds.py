@@ -15,6 +15,9 @@ from scipy import stats as scipy_stats
 
 from conftest import REPO
 from vit5seg.analysis import compare as cmp
+from vit5seg.analysis.ablations import ablations
+from vit5seg.analysis.groups import merge_group
+from vit5seg.analysis.runs import read_result
 from vit5seg.analysis.stats import seeds_needed, summarize, welch_interval
 from vit5seg.datasets import make_synthetic_ade20k
 from vit5seg.engine.seeds import main as run_seeds_main
@@ -94,7 +97,7 @@ def test_compare_groups_seeds_attaches_test_dirs_and_reports_intervals(tmp_path)
         dirs += [train, ss_dir, ms_dir]
     for log_seed, val in ((11, 49.3), (12, 49.9)):  # no randomness.seed: the seed mmengine drew and logged
         dirs.append(_launch(tmp_path / f'deit3_{log_seed}', '20260101_000000', DEIT3, log_seed=log_seed, val=val))
-    runs = [cmp.read_run(d) for d in dirs]
+    runs = [read_result(d) for d in dirs]
     assert runs[1].seed == 0 and runs[1].training == str(dirs[0].resolve())  # the test dir joins its training
     row, = cmp.compare(runs, tolerance=1.0)
     assert (row['ViT-5 n'], row['DeiT-III n']) == (3, 2)
@@ -123,7 +126,7 @@ def test_duplicate_seeds_and_tests_are_flagged_not_dropped(tmp_path):
     b = _launch(tmp_path / 'b', '20260101_000000', ENTRY, seed=0, val=52.0)   # another training, same seed
     t1 = _launch(tmp_path / 't1', '20260102_000000', ENTRY, train=False, test=51.5, load_from=a / 'iter_1.pth')
     t2 = _launch(tmp_path / 't2', '20260102_000000', ENTRY, train=False, test=51.7, load_from=a / 'iter_1.pth')
-    group = cmp.merge_group([cmp.read_run(d) for d in (a, b, t1, t2)])
+    group = merge_group([read_result(d) for d in (a, b, t1, t2)])
     assert sorted(group.values[('mIoU', 'ss')]) == [51.7, 52.0]    # a's last test, b's validation: both counted
     assert any('2 single-scale tests of one training' in n and 't1' in n and 't2' in n for n in group.notes)
     assert any('seed 0 appears in 2 different trainings' in n for n in group.notes)
@@ -197,13 +200,13 @@ def test_seeds_to_table_on_real_tiny_trainings(tmp_path):
     deit3 = [runs / f'deit3_upernet_synthetic_seed{s}' for s in (0, 1)]
     swiglu = [runs / f'swiglu_seed{s}' for s in (0, 1)]
     assert all((d / 'iter_6.pth').is_file() for d in vit5 + deit3 + swiglu)
-    row, = cmp.compare([cmp.read_run(d) for d in vit5 + deit3], tolerance=1.0)
+    row, = cmp.compare([read_result(d) for d in vit5 + deit3], tolerance=1.0)
     assert row['ViT-5 seeds'] == '0 1' and row['DeiT-III seeds'] == '0 1' and row['ViT-5 n'] == 2
     vals = [json.loads(line)['mIoU'] for d in vit5 for line in
             sorted(d.glob('*/vis_data/scalars.json'))[-1].read_text().splitlines() if 'mIoU' in line]
     assert row['ViT-5 mIoU (ss)'] == pytest.approx(sum(vals) / 2, abs=1e-3)
     assert row['delta ci95 low (ss)'] is not None or row['ViT-5 mIoU std (ss)'] == 0
-    rows = cmp.ablations([cmp.read_run(d) for d in swiglu], [cmp.read_run(d) for d in vit5])
+    rows = ablations([read_result(d) for d in swiglu], [read_result(d) for d in vit5])
     assert [r['variant'] for r in rows] == ['reference', 'mlp_type=swiglu'] and rows[1]['n'] == 2
     assert rows[1]['paper ImageNet delta'] == -0.42
     again = subprocess.run(tool + [str(jobs[0][0]), '--seeds', '0', '--work-root', 'runs', '--cfg-options', *short],

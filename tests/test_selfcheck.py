@@ -11,6 +11,7 @@ import torch
 
 from conftest import REPO
 from vit5seg import selfcheck
+from vit5seg.selfcheck import checks, figures, machine
 
 
 def test_quick_cpu_run_passes_and_writes_the_report(tmp_path):
@@ -84,7 +85,7 @@ def test_a_gpu_node_torch_cannot_use_fails_without_any_option(tmp_path):
     assert '8 x NVIDIA A100-SXM4-80GB; driver 470.82.01' in lines[0]
     cuda = torch.version.cuda
     if cuda:  # the CUDA build (the pinned wheel): the driver it needs and the way out
-        need = selfcheck.CUDA_MIN_DRIVER[int(cuda.split('.')[0])]
+        need = machine.CUDA_MIN_DRIVER[int(cuda.split('.')[0])]
         assert f'built for CUDA {cuda}, which needs an NVIDIA driver >= {need}' in lines[0]
         assert 'update the driver' in lines[0]
     assert not (tmp_path / 'report' / 'selfcheck.json').exists()  # nothing ran
@@ -92,7 +93,7 @@ def test_a_gpu_node_torch_cannot_use_fails_without_any_option(tmp_path):
 
 def test_fallback_check_fails_when_a_stand_in_did_not_run(tmp_path, monkeypatch):
     """PSANet does not use deformable attention: asked to see that stand-in, the check fails."""
-    monkeypatch.setitem(selfcheck.EXPECTED_FALLBACKS, 'PSAHead', 'ms_deform_attn')
+    monkeypatch.setitem(checks.EXPECTED_FALLBACKS, 'PSAHead', 'ms_deform_attn')
     report = selfcheck.selfcheck('cpu', checks=['mmcv_fallbacks'], out=tmp_path, figures=False)
     check, = report['checks']
     assert check['status'] == 'fail' and 'PSAHead ran without its stand-in `ms_deform_attn`' in check['detail']
@@ -101,23 +102,23 @@ def test_fallback_check_fails_when_a_stand_in_did_not_run(tmp_path, monkeypatch)
 def test_ddp_check_compares_parameters_and_would_catch_unsynchronised_norms(tmp_path):
     """Two gloo ranks: parameters equal. Their BN statistics differ (plain BN on CPU, the
     Runner does not broadcast buffers), which is what the GPU run with SyncBN must not show."""
-    ctx = selfcheck.Context('cpu', 0, tmp_path, threads=2)
-    detail = selfcheck.check_ddp(ctx)
+    ctx = checks.Context('cpu', 0, tmp_path, threads=2)
+    detail = checks.check_ddp(ctx)
     assert detail.startswith('2 ranks (gloo), 3 iterations: all ') and 'BN statistics stay per rank' in detail
     states = [torch.load(tmp_path / 'ddp' / 'run' / f'rank{r}.pth', weights_only=True) for r in range(2)]
-    assert selfcheck.ranks_differ(states, buffers=False) == []
-    unsynced = selfcheck.ranks_differ(states, buffers=True)
+    assert checks.ranks_differ(states, buffers=False) == []
+    unsynced = checks.ranks_differ(states, buffers=True)
     assert unsynced and all(n.startswith('buffer:') and n.endswith(('running_mean', 'running_var')) for n in unsynced)
     with pytest.raises(RuntimeError, match='no SyncBatchNorm layer'):
-        selfcheck.compare_ranks(states, 'cuda')
-    assert selfcheck._norm_options(REPO / 'configs' / 'vit5_upernet_ade20k.py') == [
+        checks.compare_ranks(states, 'cuda')
+    assert checks._norm_options(REPO / 'configs' / 'vit5_upernet_ade20k.py') == [
         f'model.{part}.norm_cfg.type=SyncBN' for part in ('neck', 'decode_head', 'auxiliary_head')]
 
 
 def test_schedule_estimates_measure_the_configured_step():
     """On CPU with the tiny config (the GPU run does it with the entry configs): its own
     crop, batch and iterations; hours = iterations x the measured step."""
-    row32, row16 = selfcheck.schedule_estimates([REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'], 'cpu',
+    row32, row16 = figures.schedule_estimates([REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'], 'cpu',
                                                 gpus=1, repeats=1)
     assert [row32['precision'], row16['precision']] == ['float32', 'bf16']
     for row in (row32, row16):
@@ -129,6 +130,6 @@ def test_schedule_estimates_measure_the_configured_step():
 def test_schedule_estimate_line():
     row = dict(config='vit5_upernet_ade20k.py', precision='bf16', crop=512, images_per_gpu=2, iterations=160000,
                step_s=0.1, peak_gib=4.2, gpu_gib=139.8, fits=True, gpus=1, images_per_iteration=2, hours=4.44)
-    line = selfcheck.estimate_line(row)
+    line = figures.estimate_line(row)
     assert line == ("vit5_upernet_ade20k.py (bf16): 160000 iterations x 0.100 s = 4.4 h of train steps on 1 GPU(s) "
                     "x 2 images; the protocol's 16 images/iteration need 8 GPUs; peak 4.2 of 140 GiB: fits")

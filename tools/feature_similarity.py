@@ -16,9 +16,10 @@ from pathlib import Path
 
 import vit5seg  # noqa: F401
 from vit5seg.analysis.resolution import (FEATURE_FIELDS, backbone_config, build_backbone, feature_similarity,
-                                         load_images, parse_rope_grid, plot_features, policies, uses_rope,
-                                         write_csv)
+                                         load_images, model_label, parse_rope_grid, plot_features, policies,
+                                         uses_rope)
 from vit5seg.engine.launch import run_tool
+from vit5seg.utils.tables import write_csv
 
 
 def main(argv=None):
@@ -28,7 +29,7 @@ def main(argv=None):
     parser.add_argument('--max-images', type=int, default=32, help='use at most this many (default 32)')
     parser.add_argument('--sizes', type=int, nargs='+', required=True, help='input sides in pixels')
     parser.add_argument('--out', required=True, help='folder for features.csv and features.png')
-    parser.add_argument('--names', nargs='+', help='a label per backbone (default: BACKBONE)')
+    parser.add_argument('--names', nargs='+', help='a label per backbone (default: its config\'s file name without .py, or the arch)')
     parser.add_argument('--rope-ref-grid', nargs='+', default=['authors'], metavar='POLICY',
                         help="'authors', 'integer' or a grid side; several give one line each")
     parser.add_argument('--pos-embed-mode', nargs='+', default=['bicubic'],
@@ -49,7 +50,7 @@ def main(argv=None):
         parser.error(str(e))
     rows = []
     for (spec, ckpt), backbone_cfg, name in zip(pairs, backbone_cfgs, args.names or [None] * len(pairs)):
-        name = name or spec
+        name = name or model_label(spec)
         run_policies = policies(grids, args.pos_embed_mode, uses_rope(backbone_cfg))
         for policy in run_policies:
             backbone = build_backbone(backbone_cfg, ckpt, policy, args.device, args.allow_unsafe)

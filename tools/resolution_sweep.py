@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import vit5seg  # noqa: F401
-from vit5seg.analysis.resolution import CSV_FIELDS, SweepRun, parse_rope_grid, plot_sweep, sweep, write_csv
+from vit5seg.analysis.resolution import CSV_FIELDS, SweepRun, parse_rope_grid, plot_sweep, sweep
 from vit5seg.engine.amp import add_amp_arguments
 from vit5seg.engine.launch import run_tool
+from vit5seg.utils.tables import write_csv
 
 
 def parse_args(argv=None):

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 from timm.layers.pos_embed_sincos import apply_rot_embed_cat
@@ -26,6 +26,7 @@ from .models.backbones.vit5 import ViT5, resolve_arch
 from .models.convert import parse_arch
 from .models.segmentor import build_segmentor
 from .paths import config_path
+from .utils.timing import quartiles, sync_device, time_interleaved
 
 # issue #7's targets, for vit5-small at 512x512, batch 2, CPU
 TARGETS = {'ratio_vs_timm_rope_vit': ('<=', 1.05), 'deit3_ratio_vs_timm_deit3': ('<=', 1.03),
@@ -42,14 +43,6 @@ AMP_DTYPES = {'bf16': torch.bfloat16, 'fp16': torch.float16}
 RATIO_TERMS = {'ratio_vs_mmseg_vit': ('ours', 'mmseg_vit'), 'ratio_vs_timm_rope_vit': ('ours', 'timm_rope_vit'),
                'deit3_ratio_vs_timm_deit3': ('deit3', 'timm_deit3'), 'speedup_vs_reference': ('reference', 'ours'),
                'with_cp_time_ratio': ('ours_with_cp', 'ours')}
-
-
-def quartiles(values: List[float]) -> List[float]:
-    """[q1, q3] (both the value itself for one sample)."""
-    if len(values) < 2:
-        return [values[0], values[0]]
-    q = statistics.quantiles(values, n=4, method='inclusive')
-    return [q[0], q[2]]
 
 
 def reference_forward(model: ViT5, x: torch.Tensor):
@@ -114,25 +107,6 @@ def build_peers(arch, crop: int, device) -> Dict[str, Callable]:
     for m in modules.values():
         m.train()
     return {name: (fns[name], modules[name]) for name in fns}
-
-
-def sync_device(device):
-    if torch.device(device).type == 'cuda':
-        torch.cuda.synchronize()
-
-
-def time_interleaved(steps: Dict[str, Callable[[], None]], device, warmup: int = 1,
-                     repeats: int = 5) -> Dict[str, List[float]]:
-    times = {name: [] for name in steps}
-    for r in range(warmup + repeats):
-        for name, step in steps.items():
-            sync_device(device)
-            start = time.perf_counter()
-            step()
-            sync_device(device)
-            if r >= warmup:
-                times[name].append(time.perf_counter() - start)
-    return times
 
 
 def fwd_bwd_step(fn, module, x, amp_dtype=None):
@@ -426,7 +400,7 @@ def _onnx_session(model, crop: int):
     return OnnxSession(path, threads=torch.get_num_threads())
 
 
-def markdown(result: dict) -> str:
+def results_table(result: dict) -> str:
     rows = ['| measure | value | per-round quartiles | target |', '|---|---|---|---|']
     for key in ('fwd_bwd_s', 'mmseg_vit_fwd_bwd_s', 'timm_rope_vit_fwd_bwd_s', 'timm_deit3_fwd_bwd_s',
                 'deit3_fwd_bwd_s', 'reference_fwd_bwd_s', 'with_cp_fwd_bwd_s', 'ratio_vs_mmseg_vit',
@@ -469,7 +443,7 @@ def main(argv=None):
                            args.segmentor, args.compile, not args.no_memory)
     print(f'arch={result["arch"]} crop={args.crop} batch={args.batch} device={result["device"]} '
           f'torch={result["torch_version"]} threads={result["threads"]} repeats={args.repeats}')
-    print(markdown(result))
+    print(results_table(result))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(result, f, indent=2)

@@ -6,13 +6,14 @@ import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import importlib.util
-import collections
 import contextlib
 import os.path as osp
 import sys
 import types
 
 import torch
+
+from . import ops
 
 _applied = False
 
@@ -239,47 +240,11 @@ def fix_slide_inference_pad_shape() -> None:
 # mmcv picks its compiled kernel only for CUDA tensors, so without compiled ops these
 # paths pass on CPU and fail on the first GPU. Where mmcv's ``_ext`` is really compiled
 # (full mmcv), its kernels are kept; otherwise the CUDA branch gets the pure-PyTorch
-# computation, which is what the CPU branch already runs. ``FALLBACK_CALLS`` counts their
-# use per op (read by the registry audit and the self-check).
-
-FALLBACK_CALLS: 'collections.Counter[str]' = collections.Counter()
-
+# computation of :mod:`vit5seg.ops`, which is what the CPU branch already runs.
 
 def has_compiled_mmcv_ops() -> bool:
     import mmcv._ext as ext
     return not isinstance(ext, _ExtStandIn)
-
-
-class _DeformAttnPytorch:
-    """Takes the place of mmcv's ``MultiScaleDeformableAttnFunction`` (same ``apply``
-    signature) and computes with mmcv's own ``multi_scale_deformable_attn_pytorch``:
-    grid_sample per level, exact to the kernel up to float rounding, more memory."""
-
-    @staticmethod
-    def apply(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step):
-        from mmcv.ops.multi_scale_deform_attn import multi_scale_deformable_attn_pytorch
-        FALLBACK_CALLS['ms_deform_attn'] += 1
-        return multi_scale_deformable_attn_pytorch(value, spatial_shapes, sampling_locations, attention_weights)
-
-
-def sigmoid_focal_loss_pytorch(pred, target, gamma=2.0, alpha=0.25, weight=None, reduction='mean'):
-    """mmcv's compiled ``sigmoid_focal_loss`` in PyTorch: ``pred`` (N, C) logits, ``target``
-    (N,) class ids where C means background; ``weight`` (C,) scales each sample by its
-    target's entry; ``'mean'`` divides the sum by N, as the kernel does. One intended
-    difference: the kernel reads ``weight[C]`` for a background sample, past the end of the
-    tensor (undefined); here that sample keeps weight 1."""
-    from mmseg.models.losses.focal_loss import py_sigmoid_focal_loss
-    FALLBACK_CALLS['sigmoid_focal_loss'] += 1
-    num_classes = pred.size(1)
-    one_hot = torch.nn.functional.one_hot(target.long(), num_classes + 1)[:, :num_classes]
-    loss = py_sigmoid_focal_loss(pred, one_hot, None, gamma=gamma, alpha=alpha, reduction='none')
-    if weight is not None:
-        foreground = target.long() < num_classes
-        per_sample = torch.where(foreground, weight[target.long().clamp(max=num_classes - 1)], 1.0)
-        loss = loss * per_sample.view(-1, 1)
-    if reduction == 'mean':
-        return loss.sum() / pred.size(0)
-    return loss.sum() if reduction == 'sum' else loss
 
 
 def _focal_loss_any_device(forward):
@@ -310,7 +275,7 @@ def _focal_loss_any_device(forward):
             # one class: the positive is id 1 (mmseg's CUDA branch); otherwise ids 0..C-1
             one_hot = one_hot[:, 1:2] if num_classes == 1 else one_hot[:, :num_classes]
         reduction = reduction_override or self.reduction
-        FALLBACK_CALLS['sigmoid_focal_loss'] += 1
+        ops.FALLBACK_CALLS['sigmoid_focal_loss'] += 1
         loss = self.loss_weight * py_sigmoid_focal_loss(
             logits, one_hot, None, weight, gamma=self.gamma, alpha=self.alpha, class_weight=self.class_weight,
             valid_mask=valid, reduction=reduction, avg_factor=avg_factor)
@@ -319,34 +284,6 @@ def _focal_loss_any_device(forward):
         return loss
     focal_loss_forward.__wrapped__ = forward
     return focal_loss_forward
-
-
-def psa_mask_pytorch(mask, psa_type: int, mask_size):
-    """mmcv's compiled ``psa_mask`` (PSANet's point-wise spatial attention) as one gather.
-
-    ``mask`` (N, Hm*Wm, H, W) holds, for each position p, a window of Hm x Wm weights
-    centred on p. ``collect`` (0) returns (N, H*W, H, W) with out[:, q, p] = the weight
-    of p's window at q (zero outside the window); ``distribute`` (1) returns its transpose
-    out[:, p, q]. Autograd gives the backward the kernel computes by hand.
-    """
-    FALLBACK_CALLS['psa_mask'] += 1
-    n, channels, h, w = mask.shape
-    hm, wm = (mask_size, mask_size) if isinstance(mask_size, int) else mask_size
-    if channels != hm * wm:
-        raise ValueError(f'psa_mask: {channels} channels for a {hm}x{wm} mask')
-    rows, cols = torch.meshgrid(torch.arange(h, device=mask.device), torch.arange(w, device=mask.device),
-                                indexing='ij')
-    rows, cols = rows.reshape(-1), cols.reshape(-1)
-    # window offset of target q (rows) seen from centre p (columns); outside -> the zero channel
-    dr = rows[:, None] - rows[None, :] + (hm - 1) // 2
-    dc = cols[:, None] - cols[None, :] + (wm - 1) // 2
-    inside = (dr >= 0) & (dr < hm) & (dc >= 0) & (dc < wm)
-    index = torch.where(inside, dr * wm + dc, torch.full_like(dr, channels))       # (HW_q, HW_p)
-    padded = torch.cat([mask.reshape(n, channels, h * w), mask.new_zeros(n, 1, h * w)], dim=1)
-    out = torch.gather(padded, 1, index.expand(n, -1, -1))                         # (N, HW_q, HW_p)
-    if psa_type == 1:
-        out = out.transpose(1, 2)
-    return out.reshape(n, h * w, h, w)
 
 
 def use_pytorch_fallbacks_for_missing_ops() -> None:
@@ -358,18 +295,18 @@ def use_pytorch_fallbacks_for_missing_ops() -> None:
     import mmcv.ops
     import mmcv.ops.focal_loss
     import mmcv.ops.multi_scale_deform_attn as msda
-    _DeformAttnPytorch.replaces = msda.MultiScaleDeformableAttnFunction
-    msda.MultiScaleDeformableAttnFunction = _DeformAttnPytorch
+    ops.DeformAttnPytorch.replaces = msda.MultiScaleDeformableAttnFunction
+    msda.MultiScaleDeformableAttnFunction = ops.DeformAttnPytorch
     import mmcv.ops.psa_mask
-    mmcv.ops.psa_mask.psa_mask = psa_mask_pytorch
-    mmcv.ops.sigmoid_focal_loss = mmcv.ops.focal_loss.sigmoid_focal_loss = sigmoid_focal_loss_pytorch
+    mmcv.ops.psa_mask.psa_mask = ops.psa_mask_pytorch
+    mmcv.ops.sigmoid_focal_loss = mmcv.ops.focal_loss.sigmoid_focal_loss = ops.sigmoid_focal_loss_pytorch
     import mmseg.models.losses.focal_loss as mmseg_focal
-    mmseg_focal._sigmoid_focal_loss = sigmoid_focal_loss_pytorch
+    mmseg_focal._sigmoid_focal_loss = ops.sigmoid_focal_loss_pytorch
     try:
         import mmdet.models.losses.focal_loss as mmdet_focal
     except ImportError:  # mmdet is optional (the mask2former extra)
         return
-    mmdet_focal._sigmoid_focal_loss = sigmoid_focal_loss_pytorch
+    mmdet_focal._sigmoid_focal_loss = ops.sigmoid_focal_loss_pytorch
 
 
 def apply() -> None:

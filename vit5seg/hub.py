@@ -29,11 +29,13 @@ import shutil
 import sys
 import urllib.error
 import urllib.request
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
-import warnings
 from typing import Optional, Union
 from urllib.parse import urlparse
+
+from .errors import ToolError
 
 # One place for the public files. sha256 digests are not published by the authors;
 # tools/download_weights.py prints each file's digest for pinning (init_cfg sha256=...).
@@ -55,7 +57,7 @@ PathOrUrl = Union[str, os.PathLike]
 _CHUNK = 1 << 20
 
 
-class DownloadError(RuntimeError):
+class DownloadError(RuntimeError, ToolError):
     """A URL that could not be fetched, or a file whose sha256 is not the expected one."""
 
 

@@ -11,86 +11,20 @@ verdict is ``works``, ``works through a pure-PyTorch fallback`` (a stand-in from
 ``tests/test_registry_audit.py`` runs every case and checks docs/gpus.md shows the table.
 """
 import contextlib
-import logging
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
-from unittest import mock
 
 import torch
 
-from . import compat
+from . import compat, ops
+from .models.segmentor import TINY_SIZE as SIZE
+from .models.segmentor import TINY_WIDTH, build_tiny, tiny_backbone, tiny_segmentor
 from .paths import config_path
+from .utils.cuda_simulation import CudaLikeTensor, simulated_cuda
 
-WIDTH, TINY_WIDTH, TINY_DEPTH, NUM_CLASSES, SIZE = 768, 96, 4, 8, 64
-
-
-class CudaLikeTensor(torch.Tensor):
-    """A CPU tensor that answers ``is_cuda = True``; ops on it return the same subclass,
-    so every ``x.is_cuda`` test inside a model sees a "GPU" activation."""
-
-    @property
-    def is_cuda(self):
-        return True
-
-
-@contextlib.contextmanager
-def simulated_cuda():
-    """``torch.cuda.is_available()`` and mmcv's import-time ``IS_CUDA_AVAILABLE`` copies say
-    True (as on a GPU machine) for the duration; use with :class:`CudaLikeTensor` inputs."""
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(torch.cuda, 'is_available', lambda: True))
-        for name, module in list(sys.modules.items()):
-            if name.startswith(('mmcv', 'mmseg', 'mmdet')) and getattr(module, 'IS_CUDA_AVAILABLE', None) is False:
-                stack.enter_context(mock.patch.object(module, 'IS_CUDA_AVAILABLE', True))
-        yield
-
-
-def _shrink(obj):
-    """Every channel count equal to the backbone width becomes the tiny width."""
-    if isinstance(obj, dict):
-        return {k: _shrink(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_shrink(v) for v in obj)
-    return TINY_WIDTH if obj == WIDTH and not isinstance(obj, bool) else obj
-
-
-def _tiny_backbone(backbone: dict, num_taps: int) -> dict:
-    return {**backbone, 'type': 'ViT5', 'arch': backbone.get('arch', 'vit5-base'), 'embed_dims': TINY_WIDTH,
-            'num_layers': TINY_DEPTH, 'num_heads': 2, 'init_cfg': None,
-            'out_indices': tuple(range(TINY_DEPTH - num_taps, TINY_DEPTH))}
-
-
-def _build(model_cfg: dict):
-    from mmengine.config import ConfigDict
-    from mmengine.logging import MMLogger
-    from mmengine.model.utils import revert_sync_batchnorm
-    from mmseg.registry import MODELS
-    from mmseg.utils import register_all_modules
-    register_all_modules(init_default_scope=True)
-    model_cfg['data_preprocessor']['size'] = (SIZE, SIZE)
-    model = revert_sync_batchnorm(MODELS.build(ConfigDict(model_cfg)))
-    logger = MMLogger.get_current_instance()
-    level = logger.level
-    logger.setLevel(logging.WARNING)  # init_weights lists every parameter at INFO
-    try:
-        model.init_weights()
-    finally:
-        logger.setLevel(level)
-    return model
-
-
-def tiny_segmentor(config) -> torch.nn.Module:
-    """The segmentor of one of our configs with a 4-block, 96-wide backbone, no weights."""
-    from mmengine.config import Config
-    model_cfg = Config.fromfile(str(config)).model.to_dict()
-    model_cfg['pretrained'] = None
-    backbone = model_cfg.pop('backbone')
-    model_cfg = _shrink(model_cfg)
-    model_cfg['backbone'] = _tiny_backbone(backbone, len(backbone['out_indices']))
-    return _build(model_cfg)
+NUM_CLASSES = 8
 
 
 def _mmseg_config(name: str) -> Path:
@@ -157,7 +91,7 @@ def mmseg_segmentor(config: str, decode_head: Optional[dict] = None,
     neck = cfg.get('neck')
     num_taps = len(neck['in_channels']) if neck and 'in_channels' in neck else 4
     cfg.update(pretrained=None, data_preprocessor=ours['data_preprocessor'],
-               backbone=_tiny_backbone(ours['backbone'], num_taps))
+               backbone=tiny_backbone(ours['backbone'], num_taps))
     cfg.pop('init_cfg', None)
     for key, override in (('decode_head', decode_head), ('auxiliary_head', auxiliary_head)):
         if override:
@@ -178,7 +112,7 @@ def mmseg_segmentor(config: str, decode_head: Optional[dict] = None,
                     _take_taps(h['kernel_generate_head'], TINY_WIDTH)
     _fit_class_weights(cfg, _find_key(cfg, 'num_classes'))
     _set_key(cfg, 'num_classes', NUM_CLASSES)
-    return _build(cfg)
+    return build_tiny(cfg)
 
 
 @dataclass
@@ -336,7 +270,7 @@ def run_case(case: Case) -> Result:
     start = time.perf_counter()
     result = Result(case.kind, case.name, case.source, cpu='ok', cuda_branch='ok')
     for attr, cuda_like in (('cpu', False), ('cuda_branch', True)):
-        before = dict(compat.FALLBACK_CALLS)
+        before = dict(ops.FALLBACK_CALLS)
         try:
             torch.manual_seed(0)
             model = case.build()
@@ -347,7 +281,7 @@ def run_case(case: Case) -> Result:
             setattr(result, attr, _one_line(error))
         except Exception as error:  # the table reports it
             setattr(result, attr, _one_line(error))
-        used = [op for op, n in compat.FALLBACK_CALLS.items() if n > before.get(op, 0)]
+        used = [op for op, n in ops.FALLBACK_CALLS.items() if n > before.get(op, 0)]
         result.fallbacks += [op for op in used if cuda_like and op not in result.fallbacks]
     result.seconds = time.perf_counter() - start
     return result

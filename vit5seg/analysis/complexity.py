@@ -11,11 +11,10 @@ from typing import Optional, Sequence
 
 import torch
 from mmengine.config import Config
-from mmengine.model.utils import revert_sync_batchnorm
-from mmseg.registry import MODELS
 from mmseg.structures import SegDataSample
-from mmseg.utils import register_all_modules
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+from ..models.segmentor import build_segmentor
 
 aten = torch.ops.aten
 _SDPA_OPS = [aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_efficient_attention,
@@ -42,12 +41,8 @@ def count_gmacs(fn, *args, attention: bool = True) -> float:
 def model_complexity(config, shape: Sequence[int] = (512, 512), cfg_options: Optional[dict] = None) -> dict:
     """``{'params', 'gflops', 'gflops_no_attn'}`` of the whole segmentor (params with the
     auxiliary heads; GMACs of one inference of a ``shape`` image, auxiliary heads not run)."""
-    register_all_modules(init_default_scope=True)
     cfg = config if isinstance(config, Config) else Config.fromfile(str(config))
-    if cfg_options:
-        cfg.merge_from_dict(cfg_options)
-    cfg.model.backbone.pop('init_cfg', None)  # shapes only: no checkpoint needed
-    model = revert_sync_batchnorm(MODELS.build(cfg.model)).eval()
+    model = build_segmentor(cfg, cfg_options=cfg_options).eval()  # shapes only: no checkpoint needed
     h, w = shape
     sample = SegDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w), pad_shape=(h, w)))
     inputs = torch.zeros(1, 3, h, w)

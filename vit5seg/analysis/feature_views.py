@@ -17,7 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .resolution import IMAGENET_MEAN, IMAGENET_STD, Policy, backbone_config, build_backbone, read_rgb, write_csv
+from ..utils.image import IMAGE_EXTS, read_rgb
+from ..utils.tables import write_csv
+from .resolution import IMAGENET_MEAN, IMAGENET_STD, Policy, backbone_config, build_backbone, model_label
 
 VIEWS = ('pca', 'attention', 'norms')
 NORM_FIELDS = ['model', 'size', 'tap', 'median_norm', 'max_norm', 'outlier_fraction']
@@ -43,10 +45,10 @@ def load_model(text: str, device: Optional[str] = None, allow_unsafe: bool = Fal
     spec, checkpoint = parse_model(text)
     backbone_cfg = backbone_config(spec)
     backbone_cfg.pop('compile', None)
-    return ModelEntry(name or spec, build_backbone(backbone_cfg, checkpoint, Policy(), device, allow_unsafe))
+    return ModelEntry(name or model_label(spec), build_backbone(backbone_cfg, checkpoint, Policy(), device, allow_unsafe))
 
 
-def check_sizes(sizes: Sequence[int], patch_size: int = 16) -> None:
+def validate_sizes(sizes: Sequence[int], patch_size: int = 16) -> None:
     small = [s for s in sizes if s < patch_size]
     if small:
         raise ValueError(f'--sizes {small}: smaller than one {patch_size}x{patch_size} patch')
@@ -59,7 +61,7 @@ def _short_side_shape(h: int, w: int, size: int) -> Tuple[int, int]:
 
 def resize_short_side(image: torch.Tensor, size: int, patch_size: int = 16) -> torch.Tensor:
     """An RGB (3, H, W) image in [0, 255] resized so its short side is ``size`` (aspect kept)."""
-    check_sizes([size], patch_size)
+    validate_sizes([size], patch_size)
     shape = _short_side_shape(*image.shape[-2:], size)
     return F.interpolate(image[None].float(), size=shape, mode='bicubic', align_corners=False,
                          antialias=True)[0].clamp(0, 255)
@@ -240,7 +242,6 @@ def plot_norms(rows: List[Tuple[str, List[Tuple[int, torch.Tensor]]]], outlier_r
 # ---- the whole tool ----
 
 def collect_images(inputs: Sequence[str]) -> List[Path]:
-    from ..apis.infer import IMAGE_EXTS
     paths = []
     for item in inputs:
         p = Path(item)
@@ -286,7 +287,7 @@ def visualize(models: List[ModelEntry], images: Sequence[Path], sizes: Sequence[
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     check_taps(models, taps)
-    check_sizes(sizes, max(m.backbone.patch_size for m in models))
+    validate_sizes(sizes, max(m.backbone.patch_size for m in models))
     if not images:
         raise ValueError('no images: the folders given hold no .jpg/.png/.bmp/.webp/.tif files')
     result = VisualizeResult([], [], [], [], {})
@@ -361,7 +362,7 @@ def main(argv=None):
     parser.add_argument('--taps', type=int, nargs='+', default=[-1],
                         help='blocks whose output is shown by the PCA and norm views (default: -1, the last)')
     parser.add_argument('--views', nargs='+', choices=VIEWS, default=list(VIEWS), help='which views (default: all)')
-    parser.add_argument('--names', nargs='+', help='a label per MODEL (default: its CONFIG or ARCH)')
+    parser.add_argument('--names', nargs='+', help='a label per MODEL (default: its config\'s file name without .py, or ARCH)')
     parser.add_argument('--outlier-ratio', type=float, default=3.0,
                         help='a token is an outlier above this times the median norm (default 3)')
     parser.add_argument('--device', help='cuda:0, cpu, ... (default: first GPU if any)')
@@ -373,7 +374,7 @@ def main(argv=None):
     if args.outlier_ratio <= 1:
         parser.error(f'--outlier-ratio must be above 1, got {args.outlier_ratio}')
     try:
-        check_sizes(args.sizes)  # before any weights are loaded
+        validate_sizes(args.sizes)  # before any weights are loaded
         models = [load_model(spec, args.device, args.allow_unsafe, name)
                   for spec, name in zip(args.models, args.names or [None] * len(args.models))]
         result = visualize(models, collect_images(args.images), args.sizes, args.out, args.taps, args.views,

@@ -16,6 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 
+from ..utils.image import IMAGE_EXTS, read_rgb
+
 RopeGrid = Union[str, int]  # 'authors' | 'integer' | grid side
 CSV_FIELDS = ('model', 'size', 'mode', 'mIoU', 'mAcc', 'aAcc', 'rope_ref_grid', 'pos_embed', 'scale',
               'train_crop', 'config', 'checkpoint')
@@ -139,7 +141,7 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
     for run in runs:
         cfg = Config.fromfile(run.config)
         run_policies = policies(rope_grids, pos_modes, uses_rope(cfg.model.backbone))
-        name = run.name or Path(run.config).stem
+        name = run.name or model_label(run.config)
         plans += [(run, cfg, p, name if len(run_policies) == 1 else f'{name} [{p.label()}]') for p in run_policies]
     batches = {}
     for run, cfg, _, _ in plans:
@@ -175,15 +177,6 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
     return rows
 
 
-def write_csv(path, fields: Sequence[str], rows: List[dict]) -> None:
-    import csv
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, 'w', newline='') as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot_sweep(rows: List[dict], path) -> None:
     """mIoU vs test short side, one line per model, one panel per mode; dashed: training crop."""
     import matplotlib
@@ -209,18 +202,9 @@ def plot_sweep(rows: List[dict], path) -> None:
 
 # ---- backbone only: does the representation survive a larger input? ----
 
-def read_rgb(path) -> Optional[torch.Tensor]:
-    """An image file as RGB float (3, H, W) in [0, 255], or None if it cannot be decoded."""
-    import cv2
-    img = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if img is None:
-        return None
-    return torch.from_numpy(img[..., ::-1].copy()).permute(2, 0, 1).float()
-
-
 def load_images(folder, limit: int) -> List[torch.Tensor]:
     """RGB float images (3, H, W) in [0, 255] from a folder."""
-    paths = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in ('.jpg', '.jpeg', '.png', '.bmp', '.webp'))
+    paths = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_EXTS)
     images = []
     for p in paths[:limit]:
         img = read_rgb(p)
@@ -273,6 +257,11 @@ def feature_similarity(backbone, images: List[torch.Tensor], sizes: Sequence[int
             rows.append(dict(size=size, cls_cos=_cos(ref_cls, cls), patch_cos=_cos(ref_patch, patch), **unrelated,
                              images=len(images)))
     return rows
+
+
+def model_label(spec: str) -> str:
+    """A short name for a model in tables and pictures: a config file's stem, or the arch."""
+    return Path(spec).stem if spec.endswith('.py') else spec
 
 
 def backbone_config(spec: str) -> dict:

@@ -9,10 +9,10 @@ from typing import Iterator, List, Optional, Tuple
 
 import cv2
 import numpy as np
-from PIL import Image
 from tqdm import tqdm
 
-IMAGE_EXTS = ('.jpg', '.jpeg', '.png', '.bmp', '.tif', '.tiff', '.webp')
+from ..utils.image import IMAGE_EXTS, draw_legend, overlay, save_label_png
+
 VIDEO_EXTS = ('.mp4', '.avi', '.mov', '.mkv', '.webm')
 
 
@@ -24,7 +24,7 @@ class Source:
 
 
 @dataclass
-class Summary:
+class InferenceReport:
     done: int = 0
     skipped: List[Tuple[str, str]] = field(default_factory=list)
 
@@ -64,7 +64,7 @@ def count_frames(sources: List[Source]) -> int:
     return total
 
 
-def iter_frames(sources: List[Source], summary: Summary) -> Iterator[Tuple[str, np.ndarray]]:
+def iter_frames(sources: List[Source], summary: InferenceReport) -> Iterator[Tuple[str, np.ndarray]]:
     """(output name, BGR image) for every readable image and video frame."""
     used = set()
     for src in sources:
@@ -95,39 +95,6 @@ def iter_frames(sources: List[Source], summary: Summary) -> Iterator[Tuple[str, 
             summary.skipped.append((str(src.path), 'video without readable frames'))
 
 
-def colorize(label: np.ndarray, palette: np.ndarray) -> np.ndarray:
-    """BGR colours of a label-id map."""
-    return palette[label][..., ::-1]
-
-
-def overlay(img: np.ndarray, label: np.ndarray, palette: np.ndarray, opacity: float) -> np.ndarray:
-    return (img.astype(np.float32) * (1 - opacity) + colorize(label, palette) * opacity).round().astype(np.uint8)
-
-
-def draw_legend(image: np.ndarray, label: np.ndarray, classes, palette: np.ndarray) -> np.ndarray:
-    """A strip under the image with a swatch and the name of each class present."""
-    present = [int(c) for c in np.unique(label) if c < len(classes)]
-    row_h, swatch = 20, 14
-    per_row = max(1, image.shape[1] // 160)
-    rows = (len(present) + per_row - 1) // per_row
-    strip = np.full((rows * row_h + 4, image.shape[1], 3), 255, np.uint8)
-    for i, c in enumerate(present):
-        x, y = (i % per_row) * 160 + 4, (i // per_row) * row_h + 4
-        cv2.rectangle(strip, (x, y), (x + swatch, y + swatch), tuple(int(v) for v in palette[c][::-1]), -1)
-        cv2.putText(strip, str(classes[c])[:18], (x + swatch + 4, y + swatch - 2), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
-                    (0, 0, 0), 1, cv2.LINE_AA)
-    return np.concatenate([image, strip], axis=0)
-
-
-def save_label_png(path: Path, label: np.ndarray, palette: np.ndarray) -> None:
-    """Label ids as a palette PNG: PIL/mmcv read the ids, image viewers show colours."""
-    img = Image.fromarray(label.astype(np.uint8), mode='P')
-    flat = np.zeros((256, 3), np.uint8)
-    flat[:len(palette)] = palette[:256]
-    img.putpalette(flat.flatten().tolist())
-    img.save(path)
-
-
 def inference_test_cfg(mode: str, crop: Optional[Tuple[int, int]] = None, stride: Optional[Tuple[int, int]] = None):
     """A segmentor's ``test_cfg``: whole image, or sliding windows of ``crop`` (default 512x512)
     every ``stride`` (default 2/3 of the crop)."""
@@ -152,7 +119,7 @@ def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: O
 
 
 def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacity: float = 0.5,
-                  side_by_side: bool = False, legend: bool = False, progress: bool = True) -> Summary:
+                  side_by_side: bool = False, legend: bool = False, progress: bool = True) -> InferenceReport:
     from mmseg.apis import inference_model
     from mmseg.datasets import ADE20KDataset
 
@@ -161,7 +128,7 @@ def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacit
     (out_dir / 'overlays').mkdir(parents=True, exist_ok=True)
     meta = getattr(model, 'dataset_meta', None) or ADE20KDataset.METAINFO
     classes, palette = meta['classes'], np.asarray(meta['palette'], np.uint8)
-    summary = Summary()
+    summary = InferenceReport()
     sources, missing = collect_sources(inputs)
     summary.skipped += missing
     bar = tqdm(total=count_frames(sources), unit='img', disable=not progress, dynamic_ncols=True)

@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 from mmengine.config import Config, DictAction
 
-from ..apis.infer import draw_legend, overlay
+from ..utils.image import draw_legend, overlay
 from .validation import DatasetError, check_dataset_config, dataset_leaves
 
 LOADING_STEPS = ('CheckedLoading', 'CheckSegSample')  # ours; plus every mmseg/mmcv 'Load*' step

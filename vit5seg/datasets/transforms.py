@@ -15,8 +15,10 @@ from mmcv.transforms import BaseTransform, Compose
 from mmengine.logging import print_log
 from mmseg.registry import TRANSFORMS
 
+from ..errors import ToolError
 
-class SampleError(ValueError):
+
+class SampleError(ValueError, ToolError):
     """One dataset sample that cannot be used, with the files it comes from."""
 
 

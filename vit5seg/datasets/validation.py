@@ -10,10 +10,11 @@ from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from mmengine.fileio import list_dir_or_file
 
+from ..errors import ToolError
 from ..paths import repository_root
 
 
-class DatasetError(ValueError):
+class DatasetError(ValueError, ToolError):
     """A dataset in the config whose folders are missing, empty or do not pair up."""
 
 

@@ -19,7 +19,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .errors import ExportError
+from ..errors import ToolError
+
+
+class ExportError(RuntimeError, ToolError):
+    """The ONNX exporter could not take the model; the message names the op and module."""
 
 
 class OnnxSegmentor(nn.Module):
@@ -192,7 +196,7 @@ def compare_with_pytorch(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[
                          repeats: int = 3, threads: Optional[int] = None) -> List[dict]:
     """ONNX Runtime against PyTorch on a generated image per size: max |logit diff|, label
     agreement, median latencies of both (timed interleaved, as the benchmark does)."""
-    from ..benchmark import time_interleaved
+    from ..utils.timing import time_interleaved
     from .runtime import OnnxSession
     session = OnnxSession(onnx_path, threads=threads)
     wrapper = OnnxSegmentor(segmentor).eval()
@@ -231,7 +235,7 @@ def load_segmentor(config, checkpoint, sha256: Optional[str] = None) -> nn.Modul
     return model.eval()
 
 
-def check_sizes(shape: Tuple[int, int], dynamic: bool) -> List[Tuple[int, int]]:
+def comparison_sizes(shape: Tuple[int, int], dynamic: bool) -> List[Tuple[int, int]]:
     """The export size, and with ``dynamic`` two more that are not multiples of the patch."""
     h, w = shape
     return [shape] + ([(h * 3 // 2 + 7, w * 3 // 4 + 5), (h // 2 + 3, w + 21)] if dynamic else [])
@@ -267,7 +271,7 @@ def main(argv=None) -> int:
                       settings=inference_settings(cfg))
     print(f'exported {out} ({"dynamic N, H, W" if args.dynamic else f"1x3x{shape[0]}x{shape[1]}"}) '
           f'in {time.perf_counter() - start:.0f} s')
-    rows = compare_with_pytorch(out, model, check_sizes(shape, args.dynamic), repeats=args.repeats,
+    rows = compare_with_pytorch(out, model, comparison_sizes(shape, args.dynamic), repeats=args.repeats,
                                 threads=torch.get_num_threads())
     print('| size | max abs diff | label agreement | onnxruntime s | pytorch s |')
     print('|---|---|---|---|---|')

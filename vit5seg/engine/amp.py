@@ -7,10 +7,12 @@ from typing import Optional
 
 import torch
 
+from ..errors import ToolError
+
 AMP_DTYPES = {'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
-class AmpError(ValueError):
+class AmpError(ValueError, ToolError):
     """The device cannot run the requested autocast dtype."""
 
 

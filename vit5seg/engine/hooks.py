@@ -10,8 +10,10 @@ from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmseg.registry import HOOKS
 
+from ..errors import ToolError
 
-class NonFiniteLossError(RuntimeError):
+
+class NonFiniteLossError(RuntimeError, ToolError):
     """Training met a NaN/inf loss and was told to stop."""
 
 

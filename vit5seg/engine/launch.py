@@ -10,7 +10,8 @@ from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 
 from ..datasets.validation import check_data
-from ..hub import DownloadError, resolve
+from ..errors import ToolError
+from ..hub import resolve
 from .amp import add_amp_arguments, enable_amp
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 
@@ -162,16 +163,6 @@ def test(argv=None):
     return metrics
 
 
-def _known_errors() -> tuple:
-    from ..datasets import DatasetError, SampleError
-    from ..deploy.errors import ExportError
-    from ..models.checkpoint import CheckpointError
-    from .amp import AmpError
-    from .hooks import NonFiniteLossError
-    return (DatasetError, SampleError, CheckpointError, NonFiniteLossError, FileNotFoundError, DownloadError,
-            ExportError, AmpError)
-
-
 def error_message(e: BaseException) -> str:
     """The message of ``e``; for an error re-raised from a dataloader worker, the
     original one line instead of the worker's traceback."""
@@ -183,12 +174,13 @@ def error_message(e: BaseException) -> str:
 
 
 def run_tool(main, argv=None):
-    """Run ``train``/``test`` as a command: an expected error (bad data, checkpoint,
-    non-finite loss) is one line on stderr and exit status 1, not a traceback.
+    """Run ``train``/``test`` as a command: an expected error (a :class:`ToolError`: bad
+    data, checkpoint, non-finite loss, ...; or a missing file) is one line on stderr and
+    exit status 1, not a traceback.
     ``VIT5SEG_DEBUG=1`` shows the traceback too."""
     try:
         return main(argv)
-    except _known_errors() as e:
+    except (ToolError, FileNotFoundError) as e:
         if os.environ.get('VIT5SEG_DEBUG'):
             raise
         print(f'error: {error_message(e)}', file=sys.stderr)

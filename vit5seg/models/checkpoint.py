@@ -19,13 +19,14 @@ from typing import Dict, Optional, Tuple
 import torch
 from mmengine.logging import print_log
 
+from ..errors import ToolError
 from ..hub import OFFICIAL_WEIGHTS, is_url, official_name, resolve
 from .layers import rope_frequencies
 
 StateDict = Dict[str, torch.Tensor]
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ValueError, ToolError):
     """A checkpoint that cannot be read or does not fit the model."""
 
 

@@ -205,11 +205,11 @@ def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     (cos + i sin), or real (N, D/2, 2) holding [cos, sin].
 
     The same rotation as timm's ``apply_rot_embed_cat`` (the benchmark's reference path
-    uses that one and the tests compare). The complex table is one multiply: 1.5x faster
-    than timm's rotate-half and 1.9x faster than the real form in eager fwd+bwd on CPU
-    ((2, 6, 1029, 64) on 2 threads: 1.11 vs 2.10 ms), so eager runs use it; inductor has no
-    code generation for complex ops and ONNX has no complex type, so compiled and exported
-    graphs get the real table (see :func:`tracing_for_graph`).
+    uses that one and the tests compare). The complex table is one multiply, faster than
+    timm's rotate-half and than the real form in eager fwd+bwd on CPU (docs/performance.md),
+    so eager runs use it; inductor has no code generation for complex ops and ONNX has no
+    complex type, so compiled and exported graphs get the real table (see
+    :func:`tracing_for_graph`).
     """
     if table.is_complex():
         pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))

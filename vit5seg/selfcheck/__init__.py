@@ -1,0 +1,110 @@
+"""Show that a machine is ready: environment, checks (pass / fail / skip), figures.
+
+    python tools/selfcheck.py [--device cpu|cuda] [--gpus N] [--quick] --out DIR
+
+Writes ``DIR/selfcheck.json`` ({"environment", "checks", "figures", "estimates"}) and a
+readable ``DIR/selfcheck.md``; exits 1 if any check fails. ``environment`` says what the
+machine is, ``checks`` holds the checks, ``figures`` the measurements.
+"""
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+
+from .checks import CHECKS, ENTRY_CONFIGS, QUICK, Context, Skip
+from .machine import default_device, environment, no_cuda_reason, nvidia_gpus
+from .figures import estimate_line, rms_norm_figures, schedule_estimates, segmentor_figures
+
+__all__ = ['CHECKS', 'QUICK', 'main', 'selfcheck']
+
+
+def run_checks(ctx: Context, names, quick: bool) -> List[dict]:
+    results = []
+    for name in names:
+        start = time.perf_counter()
+        if quick and name not in QUICK:
+            status, detail = 'skip', 'not in --quick'
+        else:
+            try:
+                status, detail = 'pass', CHECKS[name](ctx)
+            except Skip as reason:
+                status, detail = 'skip', str(reason)
+            except Exception as error:  # a failed check is reported, the others still run
+                status, detail = 'fail', f'{type(error).__name__}: {error}'.splitlines()[0][:400]
+        result = dict(name=name, status=status, seconds=round(time.perf_counter() - start, 1), detail=detail)
+        print(f"[{status}] {name} ({result['seconds']} s): {detail}", flush=True)
+        results.append(result)
+    return results
+
+
+def report_markdown(report: dict) -> str:
+    env = report['environment']
+    lines = ['# vit5seg self-check', '', f"device: {report['device']}" + (' (--quick)' if report['quick'] else ''), '',
+             '## Environment', '', '| | |', '|---|---|']
+    for key, value in env.items():
+        if key == 'gpus':
+            value = '; '.join(f"{g['name']} ({g['memory_gib']} GiB, sm {g['capability']})" for g in value) or 'none'
+        lines.append(f'| {key} | {value} |')
+    lines += ['', '## Checks', '', '| check | status | seconds | detail |', '|---|---|---|---|']
+    lines += [f"| {c['name']} | {c['status']} | {c['seconds']} | {c['detail']} |" for c in report['checks']]
+    lines += ['', '## Figures', '']
+    if report['figures']:
+        lines += ['| figure | value |', '|---|---|']
+        lines += [f'| {k} | {v} |' for k, v in report['figures'].items()]
+    else:
+        lines.append('(none: --quick or --no-figures)')
+    if report.get('estimates'):
+        lines += ['', '## Run time and memory of the entry configs', '',
+                  'Train steps only, at the step measured here (a DDP rank adds the gradient all-reduce; '
+                  'data loading and validation are not counted).', '']
+        lines += [f'- {estimate_line(row)}' for row in report['estimates']]
+    return '\n'.join(lines) + '\n'
+
+
+def selfcheck(device: Optional[str] = None, gpus: Optional[int] = None, quick: bool = False, out='selfcheck',
+              checks=None, repeats: Optional[int] = None, figures: bool = True) -> dict:
+    device = device or default_device()
+    if device == 'cuda' and not torch.cuda.is_available():
+        raise SystemExit(f'error: {no_cuda_reason(nvidia_gpus())}')
+    visible = torch.cuda.device_count() if device == 'cuda' else 0
+    gpus = visible if gpus is None else gpus
+    if device == 'cuda' and not 1 <= gpus <= visible:
+        raise SystemExit(f'error: --gpus {gpus}, but {visible} GPUs are visible')
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = Context(device, gpus, out.resolve(), threads=torch.get_num_threads())
+    report = dict(device=device, quick=quick, environment=environment())
+    report['checks'] = run_checks(ctx, checks or list(CHECKS), quick)
+    report['figures'] = {}
+    if figures and not quick:
+        width = 768 if device == 'cuda' else 384
+        report['figures'].update(rms_norm_figures(device, width))
+        report['figures'].update(segmentor_figures(device, repeats or (5 if device == 'cuda' else 2)))
+        if device == 'cuda':
+            report['estimates'] = schedule_estimates(ENTRY_CONFIGS.values(), device, gpus, repeats or 5)
+            for row in report['estimates']:
+                print(estimate_line(row), flush=True)
+    (out / 'selfcheck.json').write_text(json.dumps(report, indent=2))
+    (out / 'selfcheck.md').write_text(report_markdown(report))
+    return report
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--device', choices=['cpu', 'cuda'],
+                        help='default: cuda where torch sees a GPU or the machine has NVIDIA GPUs, else cpu')
+    parser.add_argument('--gpus', type=int, help='GPUs for the DDP check (default: all visible)')
+    parser.add_argument('--quick', action='store_true', help='only ' + ', '.join(QUICK) + '; no figures')
+    parser.add_argument('--checks', nargs='+', choices=list(CHECKS), help='run only these checks')
+    parser.add_argument('--repeats', type=int, help='timed rounds for the figures (default: 5 on CUDA, 2 on CPU)')
+    parser.add_argument('--no-figures', action='store_true', help='checks only')
+    parser.add_argument('--out', default='selfcheck', help='folder for selfcheck.json and selfcheck.md')
+    args = parser.parse_args(argv)
+    report = selfcheck(args.device, args.gpus, args.quick, args.out, args.checks, args.repeats, not args.no_figures)
+    failed = [c['name'] for c in report['checks'] if c['status'] == 'fail']
+    print(f"{len(report['checks']) - len(failed)} of {len(report['checks'])} checks passed or skipped; "
+          f"report: {Path(args.out) / 'selfcheck.md'}")
+    return 1 if failed else 0
