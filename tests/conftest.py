@@ -1,5 +1,10 @@
+import contextlib
+import io
 import os
+import runpy
+import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -10,6 +15,40 @@ sys.path.insert(0, str(Path(__file__).parent))  # reference_vit5
 import vit5seg  # noqa: E402,F401  (registers ViT5)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def run_script(script, *args, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """``python SCRIPT ARGS`` run in this process: the script file itself runs as __main__
+    with its argv, working directory and environment, and its stdout, stderr and exit
+    status come back as from ``subprocess.run(..., capture_output=True, text=True)``.
+    Saves a new interpreter's imports (about 5 s of torch, mmseg and mmdet) per call;
+    tests whose point is a second process (signals, locks, torchrun) start real ones."""
+    command = [str(script), *map(str, args)]
+    argv, cwd_before, env_before = sys.argv, os.getcwd(), dict(os.environ)
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = list(command)
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    code = 0
+    try:
+        os.chdir(cwd or cwd_before)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(script), run_name='__main__')
+            except SystemExit as e:
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:  # as the interpreter would: the traceback and status 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = argv
+        os.chdir(cwd_before)
+        os.environ.clear()
+        os.environ.update(env_before)
+    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
 
 
 def logged_scalars(work_dir: Path) -> list:

@@ -69,13 +69,8 @@ def test_test_tool_takes_amp_flags():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='needs a machine without a GPU')
 def test_infer_tool_with_amp_on_a_missing_gpu_is_one_line(tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import REPO
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'infer.py'),
-                          str(REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'), 'no.pth', 'x.jpg',
-                          '--out-dir', str(tmp_path), '--device', 'cuda:0', '--amp'],
-                         capture_output=True, text=True, timeout=300)
+    from conftest import REPO, run_script
+    out = run_script(REPO / 'tools' / 'infer.py', REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py', 'no.pth',
+                   'x.jpg', '--out-dir', tmp_path, '--device', 'cuda:0', '--amp')
     assert out.returncode == 1 and 'Traceback' not in out.stderr
     assert 'error: --amp bf16 on cuda:0: torch sees no CUDA GPU' in out.stderr

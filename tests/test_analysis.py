@@ -1,13 +1,11 @@
 """tools/get_flops.py and the complexity counter behind it; tools/analyze_logs.py."""
 import csv
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.analysis import count_gmacs, model_complexity
 from vit5seg.models import ViT5
 
@@ -26,7 +24,19 @@ def test_backbone_macs_match_the_formula_attention_included():
     assert count_gmacs(model, x, attention=False) * 1e9 == pytest.approx(expected - L * 2 * N * N * C, rel=1e-9)
 
 
-@pytest.mark.slow
+def test_counting_on_fake_tensors_equals_a_real_run():
+    """model_complexity counts on shapes alone; a real forward of the same model counts the same."""
+    from mmseg.structures import SegDataSample
+
+    from vit5seg.models.segmentor import build_segmentor
+    result = model_complexity(TINY, (64, 96))
+    model = build_segmentor(TINY).eval()
+    sample = SegDataSample(metainfo=dict(img_shape=(64, 96), ori_shape=(64, 96), pad_shape=(64, 96)))
+    real = [count_gmacs(model.predict, torch.rand(1, 3, 64, 96), [sample], attention=a) for a in (True, False)]
+    assert [result['gflops'], result['gflops_no_attn']] == pytest.approx(real, rel=1e-12)
+    assert real[0] > real[1]
+
+
 def test_deit3_base_upernet_matches_the_published_cost():
     # DeiT-III paper: ViT-B UperNet, 128M params, 1283 GFLOPs at 512x2048 (mmcv's count)
     result = model_complexity(REPO / 'configs' / 'deit3_upernet_ade20k.py', (512, 2048))
@@ -36,8 +46,7 @@ def test_deit3_base_upernet_matches_the_published_cost():
 
 
 def test_get_flops_cli(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'get_flops.py'), str(TINY), '--shape', '64'],
-                         capture_output=True, text=True, cwd=tmp_path)
+    out = run_script(REPO / 'tools' / 'get_flops.py', TINY, '--shape', '64', cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert 'input shape: 64x64' in out.stdout
     params = float(out.stdout.split('params: ')[1].split()[0])
@@ -45,10 +54,8 @@ def test_get_flops_cli(tmp_path):
 
 
 def test_print_config_resolves_bases_and_options(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'print_config.py'),
-                          str(REPO / 'configs' / 'deit3_upernet_ade20k.py'), '--cfg-options',
-                          'train_dataloader.batch_size=4', '--save', str(tmp_path / 'resolved.py')],
-                         capture_output=True, text=True)
+    out = run_script(REPO / 'tools' / 'print_config.py', REPO / 'configs' / 'deit3_upernet_ade20k.py', '--cfg-options',
+                   'train_dataloader.batch_size=4', '--save', tmp_path / 'resolved.py')
     assert out.returncode == 0, out.stderr[-2000:]
     assert "arch='deit3-base'" in out.stdout and "type='UPerHead'" in out.stdout
     from mmengine.config import Config
@@ -75,8 +82,7 @@ def test_analyze_logs_merges_resumed_launches_and_finds_the_spike(tmp_path):
     _write_scalars(run, '20260101_000000', first)
     _write_scalars(run, '20260102_000000', second, cut_last=True)
     out = tmp_path / 'out'
-    result = subprocess.run([sys.executable, str(REPO / 'tools' / 'analyze_logs.py'), str(run), '--out', str(out)],
-                            capture_output=True, text=True)
+    result = run_script(REPO / 'tools' / 'analyze_logs.py', run, '--out', out)
     assert result.returncode == 0, result.stderr
     summary = (out / 'summary.txt').read_text()
     assert 'vit5_run: 40 logged iterations (1..40), final loss 1.5000' in summary
@@ -88,8 +94,7 @@ def test_analyze_logs_merges_resumed_launches_and_finds_the_spike(tmp_path):
     for name in ('loss.png', 'miou.png'):
         img = cv2.imread(str(out / name))
         assert img.shape == (400, 700, 3) and img.std() > 10  # a drawn figure, not a blank canvas
-    missing = subprocess.run([sys.executable, str(REPO / 'tools' / 'analyze_logs.py'), str(tmp_path / 'nope'),
-                              '--out', str(out)], capture_output=True, text=True)
+    missing = run_script(REPO / 'tools' / 'analyze_logs.py', tmp_path / 'nope', '--out', out)
     assert missing.returncode == 1 and 'no */vis_data/scalars.json' in missing.stderr
 
 

@@ -1,6 +1,4 @@
 """Python API, tools/infer.py (folder with a corrupt file, glob, video) and the overlays."""
-import subprocess
-import sys
 
 import cv2
 import numpy as np
@@ -12,7 +10,7 @@ from mmseg.registry import MODELS
 from mmseg.utils import register_all_modules
 from PIL import Image
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.apis import inference_model, init_model
 from vit5seg.datasets.synthetic import synthetic_sample
 
@@ -58,9 +56,8 @@ def test_api_on_tiny_checkpoint(checkpoint, images):
 
 
 def _infer(checkpoint, inputs, out_dir, *extra):
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'infer.py'), str(TINY), str(checkpoint),
-                          *map(str, inputs), '--out-dir', str(out_dir), '--no-progress', *extra],
-                         capture_output=True, text=True)
+    out = run_script(REPO / 'tools' / 'infer.py', TINY, checkpoint, *inputs, '--out-dir', out_dir, '--no-progress',
+                   *extra)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -123,9 +120,8 @@ def test_cli_sliding_window_and_test_resize(checkpoint, images, tmp_path):
 def test_train_logs_to_tensorboard_when_asked(tmp_path):
     from vit5seg.datasets import make_synthetic_ade20k
     make_synthetic_ade20k(tmp_path / 'data' / 'synthetic_ade20k', num_train=4, num_val=2, size=64)
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'train.py'), str(TINY), '--work-dir', 'w',
-                          '--tensorboard', '--cfg-options', 'train_cfg.max_iters=2', 'train_cfg.val_interval=2',
-                          'default_hooks.logger.interval=1'], cwd=tmp_path, capture_output=True, text=True)
+    out = run_script(REPO / 'tools' / 'train.py', TINY, '--work-dir', 'w', '--tensorboard', '--cfg-options',
+                   'train_cfg.max_iters=2', 'train_cfg.val_interval=2', 'default_hooks.logger.interval=1', cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert list((tmp_path / 'w').glob('*/vis_data/events.out.tfevents.*'))
     assert list((tmp_path / 'w').glob('*/vis_data/scalars.json'))

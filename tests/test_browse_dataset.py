@@ -1,7 +1,4 @@
 """tools/browse_dataset.py: each sample's image, its labels painted over it, and the class shares."""
-import os
-import subprocess
-import sys
 
 import cv2
 import numpy as np
@@ -9,7 +6,7 @@ import pytest
 from mmengine.config import Config
 from mmseg.datasets import ADE20KDataset, CityscapesDataset
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.datasets import DatasetError, make_synthetic_ade20k, make_synthetic_data
 from vit5seg.datasets.browse import browse_dataset, main
 
@@ -81,9 +78,8 @@ def test_augmented_shows_training_crops(tmp_path, monkeypatch):
 
 
 def test_missing_data_is_one_error_line(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'browse_dataset.py'),
-                          str(TINY / 'vit5_upernet_synthetic_cityscapes.py'), '--out', 'pics'], cwd=tmp_path,
-                         capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    out = run_script(REPO / 'tools' / 'browse_dataset.py', TINY / 'vit5_upernet_synthetic_cityscapes.py', '--out', 'pics',
+                   cwd=tmp_path)
     assert out.returncode == 1 and out.stderr.startswith(
         "error: train_dataloader.dataset.data_root: 'data/synthetic/cityscapes' does not exist")
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / 'pics').exists()

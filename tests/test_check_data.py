@@ -1,14 +1,12 @@
 """tools/check_data.py CONFIG: every dataset of a config, any layout, every problem listed."""
 import os
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 import pytest
 from mmengine.config import Config
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.datasets import DatasetError, check_config, check_dataset_config, format_report, make_synthetic_data
 
 TINY = REPO / 'configs' / 'tiny'
@@ -16,8 +14,7 @@ ENV = {**os.environ, 'OMP_NUM_THREADS': '1'}
 
 
 def _tool(config, cwd, *extra):
-    return subprocess.run([sys.executable, str(REPO / 'tools' / 'check_data.py'), str(config), *extra], cwd=cwd,
-                          capture_output=True, text=True, env=ENV)
+    return run_script(REPO / 'tools' / 'check_data.py', config, *extra, cwd=cwd, env=ENV)
 
 
 @pytest.mark.parametrize('dataset', ['cityscapes', 'pascal_context', 'coco_stuff'])

@@ -1,8 +1,6 @@
 """Checkpoint layouts load into ViT5 and give the source model's features exactly."""
 import argparse
 import os
-import subprocess
-import sys
 
 import pytest
 import timm
@@ -10,7 +8,7 @@ import torch
 from reference_vit5 import RefViT5
 from safetensors.torch import save_file
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.models import ViT5
 from vit5seg.models.checkpoint import CheckpointError, convert_checkpoint, detect_layout, load_pretrained
 
@@ -197,8 +195,7 @@ def test_convert_tool_writes_a_file_the_same_config_loads(tmp_path):
     ref, path = _authors_file(tmp_path)
     dst = tmp_path / 'converted.pth'
     arch = "{'embed_dims': 64, 'num_layers': 2, 'num_heads': 2}"
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), str(path), str(dst),
-                          '--arch', arch, '--ema'], capture_output=True, text=True, cwd=tmp_path)
+    out = run_script(REPO / 'tools' / 'convert_checkpoint.py', path, dst, '--arch', arch, '--ema', cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert 'vit5' in out.stdout and str(dst) in out.stdout
     assert detect_layout(torch.load(dst, weights_only=True)['state_dict']) == 'vit5'
@@ -208,7 +205,6 @@ def test_convert_tool_writes_a_file_the_same_config_loads(tmp_path):
     img = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         assert (model.forward_features(img) - ema.forward_features(img)).abs().max() < 1e-5
-    helptext = subprocess.run([sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), '--help'],
-                              capture_output=True, text=True).stdout
+    helptext = run_script(REPO / 'tools' / 'convert_checkpoint.py', '--help').stdout
     for flag in ('--arch', '--ema', '--img-size', '--allow-unsafe'):
         assert flag in helptext

@@ -2,8 +2,6 @@
 config, and docs/custom_dataset.md followed word for word from a folder to a test table."""
 import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -11,7 +9,7 @@ import numpy as np
 import pytest
 from mmengine.config import Config
 
-from conftest import REPO, class_table
+from conftest import REPO, class_table, run_script
 from vit5seg.datasets import CUSTOM_CLASSES, DatasetError, make_synthetic_data
 from vit5seg.datasets.custom import _base_path, check_custom_folder, write_custom_config
 from vit5seg.hub import OFFICIAL_WEIGHTS
@@ -21,8 +19,7 @@ GUIDE = REPO / 'docs' / 'custom_dataset.md'
 
 
 def _tool(args, cwd):
-    return subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=ENV, capture_output=True, text=True,
-                          timeout=600)
+    return run_script(*args, cwd=cwd, env=ENV)
 
 
 @pytest.fixture

@@ -2,9 +2,6 @@
 by mmseg's own dataset class through the real config; the label tables against mmseg's
 converters."""
 import importlib.util
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -15,7 +12,7 @@ from mmengine.config import Config
 from mmseg.registry import DATASETS
 from mmseg.utils import register_all_modules
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.datasets import CUSTOM_CLASSES, DATA_ROOTS, make_synthetic_ade20k, make_synthetic_data
 from vit5seg.datasets.layouts import COCO_STUFF_RAW_IDS, CITYSCAPES_TRAIN_IDS
 
@@ -129,8 +126,7 @@ def test_never_writes_into_a_real_dataset_and_replaces_its_own(tmp_path):
     root = make_synthetic_data('coco_stuff', tmp_path, num_train=4, num_val=1, size=32)
     make_synthetic_data('coco_stuff', tmp_path, num_train=2, num_val=1, size=32)
     assert len(list((root / 'images' / 'train2017').glob('*.jpg'))) == 2
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'make_synthetic_data.py'), 'cityscapes', str(tmp_path)],
-                         capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    out = run_script(REPO / 'tools' / 'make_synthetic_data.py', 'cityscapes', tmp_path)
     assert out.returncode == 1 and out.stderr.startswith('error: ') and 'choose another ROOT' in out.stderr
     with pytest.raises(ValueError, match='unknown dataset'):
         make_synthetic_data('voc', tmp_path)

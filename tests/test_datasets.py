@@ -1,12 +1,10 @@
 """The synthetic ADE20K-layout generator and the completeness check."""
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 from mmseg.datasets import ADE20KDataset
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.datasets import check_ade20k, format_report, make_synthetic_ade20k
 from vit5seg.datasets.synthetic import OBJECT_IDS, STUFF_IDS
 
@@ -50,9 +48,7 @@ def test_check_reports_unpaired_and_bad_files(tmp_path):
     assert 'value 200 > 150' in val.bad_labels[0]
     text = format_report([train, val])
     assert 'training: 4 images, 3 labels' in text and text.endswith('PROBLEMS FOUND')
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'check_ade20k.py'), str(root)],
-                         capture_output=True, text=True)
+    out = run_script(REPO / 'tools' / 'check_ade20k.py', root)
     assert out.returncode == 1 and '1 images without label' in out.stdout
-    missing = subprocess.run([sys.executable, str(REPO / 'tools' / 'check_ade20k.py'), str(tmp_path / 'none')],
-                             capture_output=True, text=True)
+    missing = run_script(REPO / 'tools' / 'check_ade20k.py', tmp_path / 'none')
     assert missing.returncode == 1 and 'is not an ADE20K folder' in missing.stderr

@@ -1,7 +1,5 @@
 """ONNX export of the whole segmentor (fixed and dynamic sizes), the ONNX Runtime slide
 helper against mmseg's slide inference, and the export errors."""
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,7 +9,7 @@ from mmseg.registry import MODELS
 from mmseg.structures import SegDataSample
 from mmseg.utils import register_all_modules
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.deploy import OnnxSession, slide_windows
 from vit5seg.deploy.export import (AdaptiveAvgPool2dByMatmul, ExportError, OnnxSegmentor, export_onnx,
                                    generated_image, main)
@@ -114,8 +112,7 @@ def test_matmul_adaptive_pool_equals_torchs(size, hw):
 
 def test_a_checkpoint_that_does_not_fit_is_one_error(tiny_checkpoint, tmp_path):
     deit3 = REPO / 'configs' / 'tiny' / 'deit3_upernet_synthetic.py'
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'export_onnx.py'), str(deit3), str(tiny_checkpoint),
-                          '--out', str(tmp_path / 'x.onnx')], capture_output=True, text=True, timeout=300)
+    out = run_script(REPO / 'tools' / 'export_onnx.py', deit3, tiny_checkpoint, '--out', tmp_path / 'x.onnx')
     assert out.returncode == 1
     assert 'error:' in out.stderr and 'does not fit EncoderDecoder' in out.stderr
     assert 'unexpected in checkpoint' in out.stderr and 'backbone.reg_token' in out.stderr

@@ -1,6 +1,4 @@
 """tools/visualize_features.py: PCA, attention and token-norm views across input sizes."""
-import subprocess
-import sys
 
 import cv2
 import numpy as np
@@ -10,7 +8,7 @@ import torch.nn.functional as F
 from mmengine.config import Config
 from mmseg.registry import MODELS
 
-from conftest import REPO, TINY
+from conftest import REPO, TINY, run_script
 from vit5seg.analysis import feature_views as fv
 from vit5seg.models import ViT5
 from vit5seg.models.layers import Attention, SequenceRope
@@ -138,15 +136,13 @@ def test_tool_end_to_end(models_and_images, tmp_path, capsys):
 
 def test_tool_errors(models_and_images, tmp_path):
     specs, images = models_and_images
-    tool = [sys.executable, str(REPO / 'tools' / 'visualize_features.py')]
-    small = subprocess.run(tool + [specs[1], '--images', str(images), '--sizes', '8', '--out', str(tmp_path)],
-                           capture_output=True, text=True)
+    tool = [REPO / 'tools' / 'visualize_features.py']
+    small = run_script(*tool, specs[1], '--images', images, '--sizes', '8', '--out', tmp_path)
     assert small.returncode == 1 and small.stderr.strip() == 'error: --sizes [8]: smaller than one 16x16 patch'
-    none = subprocess.run(tool + [specs[1], '--images', str(images / 'broken.png'), '--sizes', '32', '--out',
-                                  str(tmp_path), '--no-progress'], capture_output=True, text=True)
+    none = run_script(*tool, specs[1], '--images', images / 'broken.png', '--sizes', '32', '--out', tmp_path,
+                    '--no-progress')
     assert none.returncode == 1 and 'no readable image among the inputs' in none.stderr
-    taps = subprocess.run(tool + [specs[0], '--images', str(images), '--sizes', '32', '--taps', '7', '--out',
-                                  str(tmp_path)], capture_output=True, text=True)
+    taps = run_script(*tool, specs[0], '--images', images, '--sizes', '32', '--taps', '7', '--out', tmp_path)
     assert taps.returncode == 1 and '--taps [7] out of range' in taps.stderr
 
 

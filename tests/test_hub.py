@@ -13,7 +13,7 @@ from local_server import closed_port_url, serve
 from mmengine.config import Config
 from mmengine.runner.checkpoint import CheckpointLoader
 
-from conftest import REPO
+from conftest import REPO, run_script
 from test_checkpoint import _Exploit, _authors_file, _vit5
 from vit5seg import hub
 from vit5seg.engine import launch
@@ -292,15 +292,14 @@ def test_test_tool_and_api_take_a_url(torch_home, tmp_path):
 def test_convert_tool_takes_a_url(torch_home, served, tmp_path):
     server, ref, path, digest = served
     dst = tmp_path / 'converted.pth'
-    cmd = [sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), server.url(path.name), str(dst),
-           '--sha256', digest]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=_env(torch_home))
+    cmd = [REPO / 'tools' / 'convert_checkpoint.py', server.url(path.name), dst, '--sha256', digest]
+    out = run_script(*cmd, env=_env(torch_home))
     assert out.returncode == 0, out.stderr
     model = _vit5(init_cfg=dict(type='Pretrained', checkpoint=str(dst)))
     model.init_weights()
     assert _features_equal(model, ref)
     cmd[-1] = 'f' * 64
-    bad = subprocess.run(cmd, capture_output=True, text=True, env=_env(torch_home))
+    bad = run_script(*cmd, env=_env(torch_home))
     assert bad.returncode == 1 and bad.stderr.startswith('error: ') and digest in bad.stderr
 
 
@@ -313,11 +312,10 @@ def test_download_weights_tool_fills_the_cache_from_a_mirror(torch_home, tmp_pat
     folder.mkdir()
     for name in ('vit5-small', 'deit3-small'):
         (folder / hub.file_name(hub.OFFICIAL_WEIGHTS[name])).write_bytes(name.encode() * 1000)
-    tool = [sys.executable, str(REPO / 'tools' / 'download_weights.py')]
     with serve(folder) as server:
         mirror = server.url('')
-        out = subprocess.run(tool + ['vit5-small', 'deit3-small', '--mirror', mirror, '--no-progress'],
-                             capture_output=True, text=True, env=_env(torch_home))
+        out = run_script(REPO / 'tools' / 'download_weights.py', 'vit5-small', 'deit3-small', '--mirror', mirror,
+                         '--no-progress', env=_env(torch_home))
         assert out.returncode == 0, out.stderr
         for name in ('vit5-small', 'deit3-small'):
             cached = torch_home / hub.file_name(hub.OFFICIAL_WEIGHTS[name])

@@ -1,8 +1,6 @@
 """tools/prepare_ade20k.py on a synthetic release zip: local, served from 127.0.0.1, an
 extracted folder, and the ways an archive goes wrong (truncated, damaged, not ADE20K, no space)."""
 import shutil
-import subprocess
-import sys
 import zipfile
 
 import cv2
@@ -10,7 +8,7 @@ import numpy as np
 import pytest
 from local_server import serve
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.datasets import make_synthetic_ade20k
 from vit5seg.datasets.prepare import RELEASE, main, prepare_ade20k
 from vit5seg.datasets.validation import DatasetError
@@ -30,8 +28,7 @@ def release(tmp_path_factory):
 
 
 def _run(*args, cwd=None):
-    return subprocess.run([sys.executable, str(REPO / 'tools' / 'prepare_ade20k.py'), *map(str, args),
-                           '--no-progress'], capture_output=True, text=True, cwd=cwd)
+    return run_script(REPO / 'tools' / 'prepare_ade20k.py', *args, '--no-progress', cwd=cwd)
 
 
 def test_zip_is_extracted_checked_and_a_second_run_only_checks(release, tmp_path):

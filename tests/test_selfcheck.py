@@ -3,21 +3,17 @@ the report's form. (The full CPU run, with DDP, compile and figures, is in the c
 notes and docs/gpus.md: about 2.5 minutes on 2 cores.)"""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg import selfcheck
 from vit5seg.selfcheck import checks, figures, machine
 
 
 def test_quick_cpu_run_passes_and_writes_the_report(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'selfcheck.py'), '--device', 'cpu', '--quick',
-                          '--out', str(tmp_path / 'report')], capture_output=True, text=True, timeout=600,
-                         env={**__import__('os').environ, 'OMP_NUM_THREADS': '2'})
+    out = run_script(REPO / 'tools' / 'selfcheck.py', '--device', 'cpu', '--quick', '--out', tmp_path / 'report')
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     report = json.loads((tmp_path / 'report' / 'selfcheck.json').read_text())
     assert set(report) >= {'environment', 'checks', 'figures'}
@@ -77,8 +73,7 @@ def test_a_gpu_node_torch_cannot_use_fails_without_any_option(tmp_path):
     (bin_dir / 'nvidia-smi').write_text(FAKE_NVIDIA_SMI)
     (bin_dir / 'nvidia-smi').chmod(0o755)
     env = {**os.environ, 'PATH': f"{bin_dir}{os.pathsep}{os.environ['PATH']}", 'CUDA_VISIBLE_DEVICES': ''}
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'selfcheck.py'), '--quick', '--out',
-                          str(tmp_path / 'report')], capture_output=True, text=True, timeout=300, env=env)
+    out = run_script(REPO / 'tools' / 'selfcheck.py', '--quick', '--out', tmp_path / 'report', env=env)
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith('error: this machine has NVIDIA GPUs'), out.stderr
