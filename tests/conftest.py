@@ -10,11 +10,35 @@ from pathlib import Path
 import pytest
 import torch
 
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    # two workers share the two cores: one thread each (subprocesses inherit it)
+    os.environ['OMP_NUM_THREADS'] = '1'
+    torch.set_num_threads(1)
 os.environ.setdefault('OMP_NUM_THREADS', '2')
 sys.path.insert(0, str(Path(__file__).parent))  # reference_vit5
 import vit5seg  # noqa: E402,F401  (registers ViT5)
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+# Test modules whose tests share nothing (no module fixture): under pytest-xdist they go
+# to whichever worker is free instead of all to one.
+SPREAD_OVER_WORKERS = {'tests/test_benchmark_twins.py'}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (pyproject), except for SPREAD_OVER_WORKERS: a module's tests run
+    on one worker, one after another, so its module fixtures are built once."""
+    if config.getvalue('dist') != 'loadfile':
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split('::', 1)[0]
+            return nodeid if module in SPREAD_OVER_WORKERS else module
+
+    return FileScheduling(config, log)
 
 
 def run_script(script, *args, cwd=None, env=None) -> subprocess.CompletedProcess:

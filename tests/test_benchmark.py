@@ -2,14 +2,12 @@
 names, and mixed precision stays close to float32."""
 import importlib.util
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 from mmengine.config import Config
 
-from conftest import REPO
+from conftest import REPO, run_script
 from vit5seg.benchmark import TARGETS, reference_forward, run_benchmark
 from vit5seg.models import ViT5
 
@@ -42,9 +40,8 @@ def test_ratios_are_the_medians_of_one_interleaved_run():
 
 
 def test_cli_writes_the_interface_json(tmp_path):
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'benchmark.py'), '--arch', TINY, '--crop', '32',
-                          '--batch', '2', '--repeats', '1', '--device', 'cpu', '--json', str(tmp_path / 'b.json')],
-                         capture_output=True, text=True)
+    out = run_script(REPO / 'tools' / 'benchmark.py', '--arch', TINY, '--crop', '32', '--batch', '2', '--repeats', '1',
+                     '--device', 'cpu', '--json', tmp_path / 'b.json')
     assert out.returncode == 0, out.stderr[-3000:]
     data = json.loads((tmp_path / 'b.json').read_text())
     assert set(KEYS) <= set(data) and data['device'] == 'cpu' and data['torch_version'] == torch.__version__

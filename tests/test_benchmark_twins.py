@@ -1,26 +1,21 @@
 """The tiny twins of the Cityscapes, Pascal Context and COCO-Stuff configs train and test
 end to end on their synthetic layouts with tools/train.py and tools/test.py (CPU)."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from mmseg.registry import DATASETS
 
-from conftest import REPO, class_table, logged_scalars
+from conftest import REPO, class_table, logged_scalars, run_script
 from vit5seg.datasets import make_synthetic_data
 
 pytestmark = pytest.mark.slow
-ENV = {**os.environ, 'OMP_NUM_THREADS': '2', 'PYTHONUNBUFFERED': '1'}
 ITERS = 150
 TWINS = {'cityscapes': 'CityscapesDataset', 'pascal_context': 'PascalContextDataset59',
          'coco_stuff': 'COCOStuffDataset'}
 
 
 def _run(args, cwd):
-    out = subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=ENV, capture_output=True, text=True,
-                         timeout=600)
+    out = run_script(*args, cwd=cwd)
     assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-4000:])
     return out.stdout + out.stderr
 

@@ -1,5 +1,7 @@
 """ONNX export of the whole segmentor (fixed and dynamic sizes), the ONNX Runtime slide
 helper against mmseg's slide inference, and the export errors."""
+import contextlib
+import io
 
 import numpy as np
 import pytest
@@ -38,15 +40,22 @@ def dynamic_export(tiny_checkpoint, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope='module')
+def fixed_export(tiny_checkpoint, tmp_path_factory):
+    """The tool's default export: the config's crop (96x96), its test settings stored; and what it printed."""
+    out, printed = tmp_path_factory.mktemp('onnx') / 'fixed.onnx', io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main([str(TINY), str(tiny_checkpoint), '--out', str(out), '--repeats', '1']) == 0
+    return out, printed.getvalue()
+
+
 def _loaded(checkpoint):
     from vit5seg.deploy.export import load_segmentor
     return load_segmentor(TINY, checkpoint)
 
 
-def test_fixed_size_export_matches_pytorch_and_refuses_other_sizes(tiny_checkpoint, tmp_path, capsys):
-    out = tmp_path / 'fixed.onnx'
-    assert main([str(TINY), str(tiny_checkpoint), '--out', str(out), '--repeats', '1']) == 0
-    printed = capsys.readouterr().out
+def test_fixed_size_export_matches_pytorch_and_refuses_other_sizes(tiny_checkpoint, fixed_export):
+    out, printed = fixed_export
     assert 'exported' in printed and '1x3x96x96' in printed and '| 96x96 |' in printed  # the config's crop
     session = OnnxSession(out)
     assert session.fixed_hw == (96, 96)
@@ -96,10 +105,9 @@ def test_slide_windows_are_mmsegs():
     assert list(slide_windows((50, 60), (64, 64), (48, 48))) == [(0, 50, 0, 60)]
 
 
-def test_a_fixed_export_refuses_slide_it_cannot_do(tiny_checkpoint, tmp_path):
-    out = export_onnx(_loaded(tiny_checkpoint), tmp_path / 'f.onnx', shape=(64, 64))
-    with pytest.raises(ValueError, match='export with --dynamic'):
-        OnnxSession(out).slide(generated_image((50, 200)), crop=(64, 64), stride=(48, 48))
+def test_a_fixed_export_refuses_slide_it_cannot_do(fixed_export):
+    with pytest.raises(ValueError, match='export with --dynamic'):  # an image shorter than the crop
+        OnnxSession(fixed_export[0]).slide(generated_image((50, 200)), crop=(96, 96), stride=(64, 64))
 
 
 @pytest.mark.parametrize('size', [(1, 1), (2, 3), (6, 6), (3, 7)])
@@ -175,13 +183,13 @@ def test_predict_applies_the_configs_test_resize_and_mode_like_inference_model(t
     assert as_given.shape == (1, 150, 230)  # the graph alone: no resize, whole image
 
 
-def test_predict_needs_a_size_the_export_can_take(tiny_checkpoint, tmp_path):
-    out = tmp_path / 'fixed.onnx'
-    export_onnx(_loaded(tiny_checkpoint), out, shape=(96, 96),
-                settings=dict(resize=dict(scale=[160, 128], keep_ratio=True), mode='whole', align_corners=False))
+def test_predict_needs_a_size_the_export_can_take(fixed_export, tmp_path):
+    import onnx
     with pytest.raises(ValueError, match='tests this photo at 128x158, but the model was exported for 96x96 only: '
                                          'export with --dynamic'):
-        OnnxSession(out).predict(generated_image((130, 160)))
-    export_onnx(_loaded(tiny_checkpoint), out, shape=(96, 96))
+        OnnxSession(fixed_export[0]).predict(generated_image((130, 160)))
+    model = onnx.load(str(fixed_export[0]))  # as a file exported before the settings were stored
+    del model.metadata_props[:]
+    onnx.save(model, str(tmp_path / 'old.onnx'))
     with pytest.raises(ValueError, match='holds no test settings'):
-        OnnxSession(out).predict(generated_image((96, 96)))
+        OnnxSession(tmp_path / 'old.onnx').predict(generated_image((96, 96)))

@@ -12,6 +12,7 @@ from vit5seg import selfcheck
 from vit5seg.selfcheck import checks, figures, machine
 
 
+@pytest.mark.slow  # three trainings in processes of their own
 def test_quick_cpu_run_passes_and_writes_the_report(tmp_path):
     out = run_script(REPO / 'tools' / 'selfcheck.py', '--device', 'cpu', '--quick', '--out', tmp_path / 'report')
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
