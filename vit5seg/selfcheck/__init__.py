@@ -15,8 +15,8 @@ from typing import List, Optional
 import torch
 
 from .checks import CHECKS, ENTRY_CONFIGS, QUICK, Context, Skip
-from .machine import default_device, environment, no_cuda_reason, nvidia_gpus
 from .figures import estimate_line, rms_norm_figures, schedule_estimates, segmentor_figures
+from .machine import default_device, environment, no_cuda_reason, nvidia_gpus
 
 __all__ = ['CHECKS', 'QUICK', 'main', 'selfcheck']
 
