@@ -97,6 +97,12 @@ def test_segmentor_timings_give_train_inference_and_memory_figures():
     floor_mb = 16 * params / 2 ** 20
     assert floor_mb < result['segmentor_peak_mb'] < 4 * floor_mb, (floor_mb, result['segmentor_peak_mb'])
     assert floor_mb < result['segmentor_peak_amp_mb'] < 4 * floor_mb
+    # EoMT with the same backbone beside it
+    from vit5seg.benchmark import eomt_model_cfg
+    assert result['eomt_train_step_s'] > 0 and result['eomt_whole_images_s'] > 0
+    assert result['eomt_whole_speedup'] == pytest.approx(result['eomt_whole_images_s'] / result['whole_images_s'])
+    eomt_params = sum(p.numel() for p in build_segmentor(eomt_model_cfg(arch)).parameters())
+    assert 16 * eomt_params / 2 ** 20 < result['eomt_peak_mb']
 
 
 def test_fp16_train_steps_need_a_gpu():

@@ -47,5 +47,5 @@ def test_a_regular_install_carries_the_configs(tmp_path):
     assert found['package'].startswith(str(site))  # the installed copy, not the clone
     assert found['configs'] == str(site / 'vit5seg' / '.mim' / 'configs') and found['repo'] == 'None'
     assert found['backbone'] == 'ViT5' and found['schedule'] == 160000  # _base_ files resolved
-    assert found['tiny'].startswith(found['configs']) and found['heads'] == 1 + len(list((REPO / 'configs' / 'heads').glob('*.py')))
+    assert found['tiny'].startswith(found['configs']) and found['heads'] == 2 + len(list((REPO / 'configs' / 'heads').glob('*.py')))  # + entry, EoMT
     assert found['train_tool'] == '-c'  # no tools/ beside a regular install: the same entry point

@@ -34,8 +34,10 @@ TARGETS = {'ratio_vs_timm_rope_vit': ('<=', 1.05), 'deit3_ratio_vs_timm_deit3': 
            'with_cp_memory_ratio': ('<=', 0.60), 'with_cp_time_ratio': ('<=', 1.4)}
 # issue #17's, with --segmentor (ViT-5-S + UperNet, 512x512, CPU)
 # and #26's: a bf16 train step on a CPU with bf16 instructions (AMX or AVX512-BF16)
+# and #27's: EoMT against UperNet with the same backbone
 SEGMENTOR_TARGETS = {'bf16_whole_speedup': ('>=', 2.0), 'onnxruntime_vs_pytorch': ('>=', 1.0),
-                     'amp_train_speedup': ('>=', 1.2)}
+                     'amp_train_speedup': ('>=', 1.2), 'eomt_whole_speedup': ('>=', 3.0),
+                     'eomt_train_speedup': ('>=', 2.0)}
 
 AMP_DTYPES = {'bf16': torch.bfloat16, 'fp16': torch.float16}
 
@@ -217,9 +219,20 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
     return result
 
 
+def scene_labels(crop: int, device, classes: int = 150, per_image: int = 16) -> torch.Tensor:
+    """(1, crop, crop) labels of a scene: an 8 x 8 grid of regions taking ``per_image`` of
+    the ``classes``. Mask-classification losses (EoMT, Mask2Former) build one target mask
+    per class present, so per-pixel noise over all 150 classes would time a case no
+    dataset has; per-pixel losses cost the same either way."""
+    present = torch.randperm(classes)[:per_image]
+    cells = present[torch.randint(0, per_image, (1, 8, 8))]
+    side = -(-crop // 8)
+    return cells.repeat_interleave(side, 1).repeat_interleave(side, 2)[:, :crop, :crop].contiguous().to(device)
+
+
 class SegmentorSteps:
     """Timed steps of an mmseg segmentor on random data: ``train(amp)`` (one AdamW step on
-    ``batch`` random crop x crop images with random labels; under autocast with ``amp``,
+    ``batch`` random crop x crop images with :func:`scene_labels`; under autocast with ``amp``,
     fp16 with a grad scaler), ``whole(autocast)`` (predict that batch) and
     ``slide(autocast)`` (sliding-window prediction of one ``slide_shape`` image,
     ``window`` squares at a 2/3 stride). Shared by the benchmark and the self-check."""
@@ -233,7 +246,7 @@ class SegmentorSteps:
         self.samples = []
         for _ in range(batch):
             s = SegDataSample(metainfo=dict(img_shape=(crop, crop), ori_shape=(crop, crop), pad_shape=(crop, crop)))
-            s.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, crop, crop), device=device))
+            s.gt_sem_seg = PixelData(data=scene_labels(crop, device))
             self.samples.append(s)
         self.big = torch.randn(1, 3, *slide_shape, device=device)
         self.big_meta = [SegDataSample(metainfo=dict(img_shape=tuple(slide_shape), ori_shape=tuple(slide_shape),
@@ -287,6 +300,17 @@ def upernet_model_cfg(arch):
     return cfg.model
 
 
+def eomt_model_cfg(arch):
+    """The EoMT config's model dict with this backbone (width and masked blocks adapted:
+    3 for 12 blocks as EoMT's S/B recipes, 4 for deeper backbones as its ViT-L)."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(str(config_path('eomt/vit5-base_eomt_ade20k.py')))
+    width, depth = resolve_arch(arch)['embed_dims'], resolve_arch(arch)['num_layers']
+    cfg.model.backbone.arch = arch
+    cfg.model.decode_head.update(in_channels=width, num_blocks=3 if depth <= 12 else 4)
+    return cfg.model
+
+
 def segmentor_peak_mb(model_cfg, crop: int, batch: int, device, amp: Optional[str] = None) -> float:
     """Peak memory of a whole segmentor's training, in MB: its weights, gradients, AdamW
     state and the activations of a step (two steps, so the optimizer state exists). CUDA:
@@ -330,8 +354,9 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
     """The entry config's UperNet with this backbone: one train step in float32 (and under
     ``amp`` autocast); sliding-window inference of one 2048x512 image and whole-image
     inference of one crop, in float32 and under bf16 autocast; whole-image inference with
-    ONNX Runtime (CPU, with the deploy extra). All interleaved in one process; then the
-    peak memory of the train step (``memory``)."""
+    ONNX Runtime (CPU, with the deploy extra); EoMT's train step and whole-image inference
+    with the same backbone beside them. All interleaved in one process; then the peak
+    memory of the train steps (``memory``)."""
     from mmengine.config import ConfigDict
     model_cfg = upernet_model_cfg(arch)
     model = build_segmentor(model_cfg, device)
@@ -340,21 +365,27 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
     kind = torch.device(device).type
     bf16 = torch.autocast(kind, dtype=torch.bfloat16)
 
+    eomt_cfg = eomt_model_cfg(arch)
+    eomt = build_segmentor(eomt_cfg, device)
+    eomt_timed = SegmentorSteps(eomt, crop, batch, device, slide_shape=(crop, crop), window=crop)
+
     # whole-image inference of one raw (BGR, 0-255) image, as the ONNX graph computes it
     from .deploy.export import OnnxSegmentor
-    whole_model = OnnxSegmentor(model).eval()
     image = torch.rand(1, 3, crop, crop, device=device) * 255
 
-    def whole(autocast=contextlib.nullcontext):
+    def whole(autocast=contextlib.nullcontext, segmentor=model):
+        whole_model = OnnxSegmentor(segmentor).eval()
+
         def run():
-            model.eval()
-            model.test_cfg = ConfigDict(mode='whole')
+            segmentor.eval()
+            segmentor.test_cfg = ConfigDict(mode='whole')
             with torch.no_grad(), autocast():
                 return whole_model(image)
         return run
 
     steps = {'train': timed.train(), 'slide': timed.slide(), 'slide_bf16': timed.slide(lambda: bf16),
-             'whole': whole(), 'whole_bf16': whole(lambda: bf16)}
+             'whole': whole(), 'whole_bf16': whole(lambda: bf16),
+             'eomt_train': eomt_timed.train(), 'eomt_whole': whole(segmentor=eomt)}
     if amp:
         steps['train_amp'] = timed.train(AMP_DTYPES[amp])
     session = _onnx_session(model, crop) if kind == 'cpu' else None
@@ -368,7 +399,13 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
                   slide_bf16_s=med['slide_bf16'], bf16_slide_speedup=med['slide'] / med['slide_bf16'],
                   whole_images_s=1 / med['whole'], whole_bf16_images_s=1 / med['whole_bf16'],
                   bf16_whole_speedup=med['whole'] / med['whole_bf16'],
-                  bf16_label_agreement=(labels_fp32 == labels_bf16).float().mean().item())
+                  bf16_label_agreement=(labels_fp32 == labels_bf16).float().mean().item(),
+                  eomt_train_step_s=med['eomt_train'], eomt_whole_images_s=1 / med['eomt_whole'],
+                  eomt_train_speedup=med['train'] / med['eomt_train'],
+                  eomt_whole_speedup=med['whole'] / med['eomt_whole'])
+    for key, (num, den) in {'eomt_train_speedup': ('train', 'eomt_train'),
+                            'eomt_whole_speedup': ('whole', 'eomt_whole')}.items():
+        result[f'{key}_quartiles'] = quartiles([a / b for a, b in zip(times[num], times[den])])
     if amp:
         result.update(segmentor_train_step_amp_s=med['train_amp'], amp_train_speedup=med['train'] / med['train_amp'],
                       amp_train_speedup_quartiles=quartiles([a / b for a, b in zip(times['train'],
@@ -377,8 +414,9 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
         result.update(whole_onnxruntime_images_s=1 / med['whole_onnxruntime'],
                       onnxruntime_vs_pytorch=med['whole'] / med['whole_onnxruntime'])
     if memory:
-        del timed, steps, model, whole_model
+        del timed, steps, model, eomt, eomt_timed
         result['segmentor_peak_mb'] = segmentor_peak_mb(model_cfg, crop, batch, device)
+        result['eomt_peak_mb'] = segmentor_peak_mb(eomt_cfg, crop, batch, device)
         if amp:
             result['segmentor_peak_amp_mb'] = segmentor_peak_mb(model_cfg, crop, batch, device, amp)
     return result
@@ -410,7 +448,8 @@ def results_table(result: dict) -> str:
                 'segmentor_train_step_s', 'segmentor_train_step_amp_s', 'amp_train_speedup', 'segmentor_peak_mb',
                 'segmentor_peak_amp_mb', 'slide_inference_2048x512_s', 'slide_bf16_s', 'bf16_slide_speedup',
                 'whole_images_s', 'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_label_agreement',
-                'whole_onnxruntime_images_s', 'onnxruntime_vs_pytorch'):
+                'whole_onnxruntime_images_s', 'onnxruntime_vs_pytorch', 'eomt_train_step_s', 'eomt_train_speedup',
+                'eomt_whole_images_s', 'eomt_whole_speedup', 'eomt_peak_mb'):
         if result.get(key) is not None:
             op, bound = {**TARGETS, **SEGMENTOR_TARGETS}.get(key, (None, None))
             verdict = ''
@@ -434,7 +473,8 @@ def main(argv=None):
     parser.add_argument('--amp', choices=['bf16', 'fp16'], default=None,
                         help='autocast dtype of the backbone steps and of a second segmentor train step (fp16: GPU)')
     parser.add_argument('--segmentor', action='store_true',
-                        help='also time the UperNet train step, whole and slide inference, and its peak memory')
+                        help='also time the UperNet train step, whole and slide inference, and its peak memory, '
+                             'and EoMT\'s train step and whole-image inference beside them')
     parser.add_argument('--compile', action='store_true', help='also time torch.compile of our backbone')
     parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurements')
     parser.add_argument('--json', help='write all figures to this file')

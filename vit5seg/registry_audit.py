@@ -147,6 +147,8 @@ HEAD_CASES = {
     'SegformerHead': _ours('segformer'), 'SegmenterMaskTransformerHead': _ours('segmenter'),
     'SETRUPHead': _ours('setr-pup'), 'SETRMLAHead': _ours('setr-mla'), 'DPTHead': _ours('dpt'),
     'Mask2FormerHead': _ours('mask2former'),
+    'EoMTHead': (lambda: tiny_segmentor(config_path('eomt/vit5-base_eomt_ade20k.py')),
+                 'configs/eomt/vit5-base_eomt_ade20k.py'),
     'ANNHead': _mm('_base_/models/ann_r50-d8.py'), 'APCHead': _mm('_base_/models/apcnet_r50-d8.py'),
     'ASPPHead': _mm('_base_/models/deeplabv3_r50-d8.py'), 'CCHead': _mm('_base_/models/ccnet_r50-d8.py'),
     'DAHead': _mm('_base_/models/danet_r50-d8.py'), 'DMHead': _mm('_base_/models/dmnet_r50-d8.py'),

@@ -10,7 +10,7 @@ published tables (it gives DeiT-III's 1283 GFLOPs for ViT-B UperNet at 512x2048)
 from typing import Optional, Sequence
 
 import torch
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 from mmseg.structures import SegDataSample
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
@@ -41,9 +41,13 @@ def count_gmacs(fn, *args, attention: bool = True) -> float:
 
 def model_complexity(config, shape: Sequence[int] = (512, 512), cfg_options: Optional[dict] = None) -> dict:
     """``{'params', 'gflops', 'gflops_no_attn'}`` of the whole segmentor (params with the
-    auxiliary heads; GMACs of one inference of a ``shape`` image, auxiliary heads not run)."""
+    auxiliary heads; GMACs of one whole-image inference of a ``shape`` image, auxiliary heads
+    not run)."""
     cfg = config if isinstance(config, Config) else Config.fromfile(str(config))
     model = build_segmentor(cfg, cfg_options=cfg_options).eval()  # shapes only: no checkpoint needed
+    # one whole-image pass at ``shape``, whatever the config's test mode: a slide count would
+    # depend on the windows (and its overlap check reads values, which fake tensors have not)
+    model.test_cfg = ConfigDict(mode='whole')
     h, w = shape
     sample = SegDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w), pad_shape=(h, w)))
     # Counting needs shapes, not values: fake tensors (CPU devices, no data) dispatch to the

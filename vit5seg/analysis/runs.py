@@ -50,11 +50,13 @@ def _size_key(backbone: dict) -> Optional[str]:
     return size
 
 
-def _backbone(cfg) -> dict:
+def _segmentor(cfg) -> dict:
     model = cfg.model
-    if model.get('type') == 'SegTTAModel':
-        model = model.module
-    return model.backbone
+    return model.module if model.get('type') == 'SegTTAModel' else model
+
+
+def _backbone(cfg) -> dict:
+    return _segmentor(cfg).backbone
 
 
 def backbone_switches(backbone: dict) -> Dict[str, object]:
@@ -112,6 +114,9 @@ def read_result(work_dir) -> RunResult:
         result.status = f'not a ViT-5 or DeiT-III run (arch {arch!r})'
         return result
     result.family, result.size = family, _size_key(backbone)
+    if result.size and _segmentor(cfg).get('type') == 'EoMTEncoderDecoder':
+        # EoMT runs pair only with EoMT runs (the paper's figures are UperNet's)
+        result.size += ' EoMT'
     result.switches = backbone_switches(backbone)
     result.seed = _training_seed(launches)
     if result.seed is not None:

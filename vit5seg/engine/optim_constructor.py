@@ -36,11 +36,30 @@ def no_weight_decay(name: str, param: nn.Parameter) -> bool:
             or name.split('.')[-1] in _NO_DECAY_NAMES)
 
 
+LAYER_NUMBERINGS = ('beit', 'eomt')
+
+
+def decay_exponent(layer_id: int, num_layers: int, numbering: str) -> int:
+    """How many times the decay rate multiplies the lr of ``layer_id`` (of vit5_layer_id).
+
+    ``'beit'`` (mmseg's BEiT/ConvNeXt constructors): ``num_layers + 1 - layer_id``, so the
+    last block gets one factor and the embeddings ``num_layers + 1``. ``'eomt'`` (the EoMT
+    recipe): block i gets ``num_layers - 1 - i``, so the last block has the full rate, the
+    embeddings are decayed like block 0; everything after the blocks has the full rate.
+    """
+    if numbering == 'beit':
+        return num_layers + 1 - layer_id
+    return 0 if layer_id > num_layers else num_layers - max(layer_id, 1)
+
+
 @OPTIM_WRAPPER_CONSTRUCTORS.register_module()
 class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
-    """``paramwise_cfg=dict(layer_decay_rate=r)``: the lr of layer id ``i`` is
-    ``base_lr * r ** (num_layers + 1 - i)``; ``r=1`` keeps one lr for all. Parameters of
-    :func:`no_weight_decay` get weight decay 0, the others the optimizer's."""
+    """``paramwise_cfg=dict(layer_decay_rate=r, layer_numbering='beit')``: the lr of layer
+    id ``i`` is ``base_lr * r ** decay_exponent(i)`` (see :func:`decay_exponent`); ``r=1``
+    keeps one lr for all. Parameters of :func:`no_weight_decay` get weight decay 0, the
+    others the optimizer's (``decay_all=True``: every parameter gets it, as EoMT). Each
+    group records ``layer_id`` and ``backbone`` (whether its parameters are the backbone's;
+    EoMT's two-stage warm-up reads it)."""
 
     def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg=None):
         # An empty paramwise_cfg would make the parent skip add_params altogether.
@@ -48,7 +67,11 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
 
     def add_params(self, params: List[dict], module: nn.Module, **kwargs) -> None:
         rate = float(self.paramwise_cfg.get('layer_decay_rate', 1.0))
-        unknown = set(self.paramwise_cfg) - {'layer_decay_rate'}
+        numbering = self.paramwise_cfg.get('layer_numbering', 'beit')
+        if numbering not in LAYER_NUMBERINGS:
+            raise ValueError(f'paramwise_cfg.layer_numbering must be one of {LAYER_NUMBERINGS}, got {numbering!r}')
+        decay_all = bool(self.paramwise_cfg.get('decay_all', False))
+        unknown = set(self.paramwise_cfg) - {'layer_decay_rate', 'layer_numbering', 'decay_all'}
         if unknown:
             raise ValueError(f'ViT5OptimWrapperConstructor: unknown paramwise_cfg keys {sorted(unknown)}')
         backbone = getattr(module, 'backbone', None)
@@ -61,13 +84,15 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
             if not param.requires_grad:
                 continue
             layer_id = vit5_layer_id(name, num_layers)
-            decay = not no_weight_decay(name, param)
-            group = groups.get((layer_id, decay))
+            decay = decay_all or not no_weight_decay(name, param)
+            in_backbone = name.startswith('backbone.')
+            key = (layer_id, decay, in_backbone)
+            group = groups.get(key)
             if group is None:
-                group = groups[(layer_id, decay)] = dict(
-                    params=[], lr=self.base_lr * rate ** (num_layers + 1 - layer_id),
-                    weight_decay=self.base_wd if decay else 0., layer_id=layer_id)
+                group = groups[key] = dict(
+                    params=[], lr=self.base_lr * rate ** decay_exponent(layer_id, num_layers, numbering),
+                    weight_decay=self.base_wd if decay else 0., layer_id=layer_id, backbone=in_backbone)
             group['params'].append(param)
         params.extend(groups[k] for k in sorted(groups))
-        print_log(f'ViT5OptimWrapperConstructor: {len(groups)} groups, layer_decay_rate={rate}, '
-                  f'{num_layers + 2} layer ids', logger='current')
+        print_log(f'ViT5OptimWrapperConstructor: {len(groups)} groups, layer_decay_rate={rate} '
+                  f'({numbering} numbering), {num_layers + 2} layer ids', logger='current')

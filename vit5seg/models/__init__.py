@@ -1,4 +1,5 @@
 from .backbones import ARCH_PRESETS, ViT5
 from .checkpoint import convert_checkpoint, load_pretrained
+from .eomt import EoMTEncoderDecoder, EoMTHead
 
-__all__ = ['ARCH_PRESETS', 'ViT5', 'convert_checkpoint', 'load_pretrained']
+__all__ = ['ARCH_PRESETS', 'EoMTEncoderDecoder', 'EoMTHead', 'ViT5', 'convert_checkpoint', 'load_pretrained']

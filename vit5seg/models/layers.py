@@ -136,11 +136,14 @@ class Attention(nn.Module):
         scores = q[:, :, list(queries)].float() @ k.float().transpose(-2, -1) * self.head_dim ** -0.5
         return scores.softmax(dim=-1)
 
-    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None,
+                attn_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``attn_mask``: boolean (B, 1, N, N), True where a token may attend; ``None`` (every
+        path but EoMT's masked training blocks) keeps the fused kernels."""
         B, N, C = x.shape
         q, k, v = self._qkv(x, rope)
         x = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+            q, k, v, attn_mask=attn_mask, dropout_p=self.attn_drop if self.training else 0.)
         x = x.transpose(1, 2).reshape(B, N, C)
         return self.proj_drop(self.proj(x))
 
@@ -190,14 +193,17 @@ class Block(nn.Module):
     def _scale(self, x: torch.Tensor, gamma: Optional[torch.Tensor]) -> torch.Tensor:
         return x if gamma is None else x * gamma
 
-    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
-        x = x + self.drop_path(self._scale(self.post_attn_norm(self.attn(self.norm1(x), rope)), self.gamma_1))
+    def forward(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None,
+                attn_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = x + self.drop_path(self._scale(self.post_attn_norm(self.attn(self.norm1(x), rope, attn_mask)),
+                                           self.gamma_1))
         x = x + self.drop_path(self._scale(self.post_mlp_norm(self.mlp(self.norm2(x))), self.gamma_2))
         return x
 
-    def forward_cp(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward_cp(self, x: torch.Tensor, rope: Optional[torch.Tensor] = None,
+                   attn_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Activation checkpointing: recompute this block in backward to save memory."""
-        return checkpoint(self.forward, x, rope, use_reentrant=False)
+        return checkpoint(self.forward, x, rope, attn_mask, use_reentrant=False)
 
 
 def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -217,6 +223,16 @@ def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     a, b = x.float().unflatten(-1, (-1, 2)).unbind(-1)       # (..., N, D/2) each
     cos, sin = table.unbind(-1)                              # (N, D/2) each
     return torch.stack((a * cos - b * sin, b * cos + a * sin), dim=-1).flatten(-2).to(x.dtype)
+
+
+def prepend_identity_rows(table: torch.Tensor, n: int) -> torch.Tensor:
+    """A RoPE table (complex (N, D/2), or real (N, D/2, 2)) with ``n`` rows in front that
+    rotate by angle 0: cos 1, sin 0, so those tokens come out exactly as they went in."""
+    if table.is_complex():
+        return torch.cat([torch.ones(n, table.shape[1], dtype=table.dtype, device=table.device), table])
+    identity = torch.zeros(n, *table.shape[1:], dtype=table.dtype, device=table.device)
+    identity[..., 0] = 1
+    return torch.cat([identity, table])
 
 
 def tracing_for_graph() -> bool:

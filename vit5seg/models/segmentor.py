@@ -73,5 +73,6 @@ def tiny_segmentor(config) -> nn.Module:
     model_cfg['pretrained'] = None
     backbone = model_cfg.pop('backbone')
     model_cfg = shrink_widths(model_cfg)
-    model_cfg['backbone'] = tiny_backbone(backbone, len(backbone['out_indices']))
+    # EoMT reads tokens, not taps: its configs name none (one, the last, is harmless)
+    model_cfg['backbone'] = tiny_backbone(backbone, len(backbone.get('out_indices', (-1,))))
     return build_tiny(model_cfg)

@@ -18,7 +18,8 @@ from .. import compat, ops
 from ..paths import PACKAGE, config_path, config_root
 
 TINY_CONFIG = config_path('tiny/vit5_upernet_synthetic.py')
-HEAD_CONFIGS = [config_path('vit5_upernet_ade20k.py'), *sorted((config_root() / 'heads').glob('*.py'))]
+HEAD_CONFIGS = [config_path('vit5_upernet_ade20k.py'), *sorted((config_root() / 'heads').glob('*.py')),
+                config_path('eomt/vit5-base_eomt_ade20k.py')]
 ENTRY_CONFIGS = {'vit5-base': config_path('vit5_upernet_ade20k.py'), 'deit3-base': config_path('deit3_upernet_ade20k.py')}
 HAS_MMDET = importlib.util.find_spec('mmdet') is not None  # Mask2Former's parts (the mask2former extra)
 NO_MMDET = 'mask2former skipped: mmdet is not installed (pip install -e .[mask2former])'

@@ -36,7 +36,7 @@ def rms_norm_figures(device: str, width: int, repeats: int = 20) -> dict:
 
 def segmentor_figures(device: str, repeats: int) -> dict:
     """Train step and inference images/s (and peak GPU memory) of ViT-5, DeiT-III and
-    mmseg's own DeiT UperNet, interleaved in this process. GPU: B sizes, 512 crops, 2
+    mmseg's own DeiT UperNet, and of ViT-5 EoMT, interleaved in this process. GPU: B sizes, 512 crops, 2
     images per step, slide over 2048x512; CPU: S sizes at a quarter of the pixels."""
     import mmseg
     size = 'base' if device == 'cuda' else 'small'
@@ -46,7 +46,8 @@ def segmentor_figures(device: str, repeats: int) -> dict:
     else:
         ours = [config_path(f'{family}/{family}-small_upernet_ade20k.py') for family in ('vit5', 'deit3')]
     configs = {f'vit5-{size}': ours[0], f'deit3-{size}': ours[1],
-               f'mmseg-deit-{size[0]}16': mmseg_cfgs / f'vit_deit-{size[0]}16_mln_upernet_8xb2-160k_ade20k-512x512.py'}
+               f'mmseg-deit-{size[0]}16': mmseg_cfgs / f'vit_deit-{size[0]}16_mln_upernet_8xb2-160k_ade20k-512x512.py',
+               f'vit5-{size}-eomt': config_path(f'eomt/vit5-{size}_eomt_ade20k.py')}
     crop = 512 if device == 'cuda' else 256
     slide_hw = (crop, 4 * crop)
     batch = 2

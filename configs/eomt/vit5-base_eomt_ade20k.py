@@ -1,0 +1,20 @@
+# ViT-5-Base as an EoMT segmentor on ADE20K: 512 crops, EoMT's ~39k-iteration recipe, 8 GPUs x 2.
+# No decoder: 100 queries join the last 3 blocks (docs/eomt.md).
+_base_ = [
+    '../_base_/models/eomt_vit5.py', '../_base_/datasets/ade20k.py',
+    '../_base_/default_runtime.py', '../_base_/schedules/eomt_adamw_40k.py',
+]
+crop_size = (512, 512)
+model = dict(
+    data_preprocessor=dict(size=crop_size),
+    backbone=dict(
+        arch='vit5-base',
+        init_cfg=dict(type='Pretrained',
+                      checkpoint='https://huggingface.co/FengWang3211/ViT-5/resolve/main/vit5_base_patch16_224.pth')))
+# the default runtime's hooks, and the masked-attention annealing (windows: sixths of the schedule)
+custom_hooks = [
+    dict(type='NonFiniteLossHook', action='stop'),
+    dict(type='RandomStateHook'),
+    dict(type='SkippedSampleHook'),
+    dict(type='EoMTMaskAnnealingHook'),
+]

@@ -1,0 +1,397 @@
+"""EoMT (issue #27): queries in the last blocks, masked attention annealed away, the
+mask-classification loss, the recipe's optimizer and schedule, the configs, and the
+tools (train, test, ONNX) on the tiny twin."""
+import pytest
+import torch
+import torch.nn.functional as F
+from mmengine.config import Config, ConfigDict
+from mmengine.structures import PixelData
+from mmseg.registry import MODELS
+from mmseg.structures import SegDataSample
+from mmseg.utils import register_all_modules
+
+from conftest import REPO, logged_scalars, run_script
+from vit5seg.models.segmentor import build_segmentor
+
+TINY = REPO / 'configs' / 'tiny' / 'vit5_eomt_synthetic.py'
+EOMT_CONFIGS = sorted((REPO / 'configs' / 'eomt').glob('*.py'))
+
+
+def tiny_eomt(**head):
+    cfg = Config.fromfile(str(TINY))
+    cfg.model.decode_head.update(head)
+    return build_segmentor(cfg)
+
+
+def labelled_batch(n=2, hw=(96, 96), ignore_all=()):
+    """Random images; labels: two stuff halves and a square object, a frame of 255."""
+    gen = torch.Generator().manual_seed(1)
+    inputs = torch.randn(n, 3, *hw, generator=gen)
+    samples = []
+    for i in range(n):
+        label = torch.full((1, *hw), 3)
+        label[:, hw[0] // 2:] = 5
+        label[:, 10:40, 20:60] = 7
+        label[:, :2], label[:, :, :2] = 255, 255
+        if i in ignore_all:
+            label[:] = 255
+        s = SegDataSample(metainfo=dict(img_shape=hw, ori_shape=hw, pad_shape=hw))
+        s.gt_sem_seg = PixelData(data=label)
+        samples.append(s)
+    return inputs, samples
+
+
+def attention_masks_seen(model, run):
+    """Block index -> the attn_mask its attention got, during ``run()``."""
+    seen = {}
+    hooks = [blk.attn.register_forward_pre_hook(lambda m, args, i=i: seen.__setitem__(i, args[2]))
+             for i, blk in enumerate(model.backbone.blocks)]
+    try:
+        out = run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen, out
+
+
+# --- configs -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize('path', EOMT_CONFIGS, ids=lambda p: p.name)
+def test_eomt_configs_build_for_every_preset(path):
+    from vit5seg.hub import OFFICIAL_WEIGHTS
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(str(path))
+    with torch.device('meta'):
+        model = MODELS.build(cfg.model)
+    bb, head = model.backbone, model.decode_head
+    assert type(model).__name__ == 'EoMTEncoderDecoder' and bb.final_norm
+    assert head.in_channels == bb.embed_dims and head.num_queries == 100 and head.num_classes == 150
+    assert head.num_blocks == (4 if 'large' in path.name else 3)
+    assert cfg.crop_size == (512, 512) and cfg.train_cfg.max_iters == 39120
+    assert cfg.model.backbone.init_cfg.checkpoint == OFFICIAL_WEIGHTS[bb.arch]
+    assert 'EoMTMaskAnnealingHook' in [h['type'] for h in cfg.custom_hooks]
+    opt = cfg.optim_wrapper
+    assert (opt.type, opt.dtype, opt.optimizer.lr, opt.optimizer.weight_decay) == ('AmpOptimWrapper', 'bfloat16',
+                                                                                    1e-4, 0.05)
+    assert opt.paramwise_cfg.to_dict() == dict(layer_decay_rate=0.8, layer_numbering='eomt', decay_all=True)
+
+
+@pytest.mark.parametrize('size', ['small', 'base', 'large'])
+def test_each_eomt_config_has_a_deit3_twin_differing_only_in_the_backbone(size):
+    vit5 = Config.fromfile(str(REPO / 'configs' / 'eomt' / f'vit5-{size}_eomt_ade20k.py')).to_dict()
+    deit3 = Config.fromfile(str(REPO / 'configs' / 'eomt' / f'deit3-{size}_eomt_ade20k.py')).to_dict()
+    for cfg in (vit5, deit3):
+        cfg.pop('filename', None)
+        cfg['model']['backbone'].pop('init_cfg')
+    assert (vit5['model']['backbone'].pop('arch'), deit3['model']['backbone'].pop('arch')) == (f'vit5-{size}',
+                                                                                             f'deit3-{size}')
+    assert vit5 == deit3
+
+
+def test_the_tiny_twin_shares_the_upernet_twins_data_and_budget():
+    eomt = Config.fromfile(str(TINY))
+    upernet = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'))
+    for key in ('train_pipeline', 'test_pipeline', 'train_dataloader', 'val_dataloader', 'max_iters', 'train_cfg'):
+        assert eomt[key] == upernet[key], key
+    # the same backbone, but for what EoMT needs (the final norm) and has no use for (taps)
+    a, b = eomt.model.backbone.to_dict(), upernet.model.backbone.to_dict()
+    assert (a.pop('final_norm'), b.pop('final_norm'), b.pop('out_indices')) == (True, False, (0, 1, 2, 3))
+    assert b.pop('drop_path_rate') == 0.0 and a == b
+
+
+@pytest.mark.parametrize('family', ['vit5', 'deit3'])
+def test_both_families_train_and_predict(family):
+    # DeiT-III: no RoPE table to extend, no registers behind the patches
+    from vit5seg.models.segmentor import tiny_segmentor
+    model = tiny_segmentor(REPO / 'configs' / 'eomt' / f'{family}-base_eomt_ade20k.py')
+    assert model.backbone.settings['use_rope'] == (family == 'vit5')
+    inputs, samples = labelled_batch(hw=(64, 64))
+    model.train()
+    losses = model(inputs, samples, mode='loss')
+    assert torch.isfinite(sum(v for k, v in losses.items() if 'loss' in k))
+    model.eval()
+    with torch.no_grad():
+        out = model.predict(inputs[:1, :, :50, :62], [SegDataSample(metainfo=dict(img_shape=(50, 62),
+                                                                                  ori_shape=(50, 62)))])
+    assert out[0].seg_logits.data.shape == (150, 50, 62)
+
+
+def test_eomt_segmentor_refuses_what_it_cannot_read():
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(str(TINY)).model
+    cfg.backbone.final_norm = False
+    with pytest.raises(ValueError, match='final_norm=True'):
+        MODELS.build(cfg)
+    cfg = Config.fromfile(str(TINY)).model
+    cfg.decode_head.num_blocks = 5
+    with pytest.raises(ValueError, match=r'num_blocks=5 must be within 1\.\.4'):
+        MODELS.build(cfg)
+
+
+# --- the backbone and the queries --------------------------------------------------------
+
+def test_the_backbones_own_forward_stays_bit_identical():
+    from vit5seg.models import ViT5
+    model = tiny_eomt()
+    bb = model.backbone
+    plain = ViT5(arch='vit5-small', embed_dims=64, num_layers=4, num_heads=2, out_indices=(0, 1, 2, 3)).eval()
+    plain.load_state_dict(bb.state_dict())
+    bb.out_indices = plain.out_indices
+    x = torch.randn(2, 3, 80, 112)
+    with torch.no_grad():
+        expected = plain(x)
+        model.train()
+        model.decode_head.mask_probs = [1.0, 0.5]
+        model.extract_feat(x)            # queries, masks and the prepended RoPE rows on the way
+        model.eval()
+        model.extract_feat(x)
+        got = bb(x)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+@pytest.mark.parametrize('real', [False, True])
+def test_queries_get_identity_rotary_rows(real):
+    from vit5seg.models.layers import SequenceRope, apply_rope, prepend_identity_rows
+    rope = SequenceRope(16, ref_grid=(14, 14), num_registers=4)
+    table = rope((5, 7), torch.device('cpu'), torch.float32, real=real)
+    Q = 6
+    x = torch.randn(2, 2, Q + table.shape[0], 16)
+    out = apply_rope(x, prepend_identity_rows(table, Q))
+    assert torch.equal(out[..., :Q, :], x[..., :Q, :])                     # the queries: untouched
+    assert torch.equal(out[..., Q:, :], apply_rope(x[..., Q:, :], table))  # the rest: as before
+
+
+# --- masked attention and its annealing --------------------------------------------------
+
+def test_masks_only_in_the_last_blocks_while_p_is_positive_and_none_at_inference():
+    model = tiny_eomt()
+    head, Q = model.decode_head, model.decode_head.num_queries
+    x = torch.randn(2, 3, 96, 80)
+    h, w = 6, 5
+    model.train()
+    head.mask_probs = [1.0, 1.0]
+    seen, feats = attention_masks_seen(model, lambda: model.extract_feat(x))
+    assert seen[0] is None and seen[1] is None
+    N = Q + 1 + h * w + 4
+    for block, prediction in ((2, 0), (3, 1)):
+        mask = seen[block]
+        assert mask.dtype == torch.bool and mask.shape == (2, 1, N, N)
+        # from the definition: the prediction at the block's input, at the patch grid, > 0
+        inside = F.interpolate(feats.mask_logits[prediction], size=(h, w), mode='bilinear') > 0
+        assert torch.equal(mask[:, 0, :Q, Q + 1:Q + 1 + h * w], inside.flatten(2))
+        others = mask.clone()
+        others[:, :, :Q, Q + 1:Q + 1 + h * w] = True
+        assert others.all()  # cls, registers, queries and every patch row: open
+    assert len(feats.class_logits) == 3  # the inputs of both masked blocks, and the output
+    head.mask_probs = [0.0, 0.3]
+    seen, _ = attention_masks_seen(model, lambda: model.extract_feat(x))
+    assert seen[2] is None and seen[3] is not None
+    head.mask_probs = [1.0, 1.0]
+    model.eval()
+    seen, feats = attention_masks_seen(model, lambda: model.extract_feat(x))
+    assert all(m is None for m in seen.values()) and len(feats.class_logits) == 1
+
+
+def test_each_query_keeps_its_mask_with_probability_p():
+    model = tiny_eomt(num_queries=50)
+    logits = torch.full((40, 50, 8, 8), -1.0)  # every mask empty: a kept row sees no patch
+    for prob, low, high in ((1.0, 0, 0), (0.3, 0.65, 0.75), (0.8, 0.15, 0.25)):
+        mask = model.attention_mask(logits, (2, 2), prob, num_tokens=50 + 1 + 4 + 4)
+        opened = mask[:, 0, :50, 51:55].all(-1).float().mean().item()
+        assert low <= opened <= high, (prob, opened)
+
+
+def test_annealing_follows_the_poly_ramp_and_ends_at_exactly_zero():
+    from vit5seg.engine.eomt import default_windows, mask_probability
+    # EoMT's ADE20K ViT-L windows (shared/eomt-notes.md) are the sixths of our 39120 iterations
+    assert default_windows(4, 39120) == list(zip([6520, 13040, 19560, 26080], [13040, 19560, 26080, 32600]))
+    assert mask_probability(99, 100, 200) == mask_probability(100, 100, 200) == 1.0
+    assert mask_probability(150, 100, 200) == pytest.approx(0.5 ** 0.9)
+    assert 0 < mask_probability(199, 100, 200) < 0.02
+    assert mask_probability(200, 100, 200) == 0.0 and mask_probability(10 ** 6, 100, 200) == 0.0
+
+
+# --- losses ------------------------------------------------------------------------------
+
+def test_every_trainable_parameter_gets_a_gradient_with_masks_and_without():
+    model = tiny_eomt()
+    inputs, samples = labelled_batch()
+    model.train()
+    for probs in ([1.0, 0.5], [0.0, 0.0]):
+        model.zero_grad()
+        model.decode_head.mask_probs = probs
+        losses = model(inputs, samples, mode='loss')
+        sum(v for k, v in losses.items() if 'loss' in k).backward()
+        missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+        assert missing == [], probs
+    # every supervised prediction has its three losses: m0., m1. (the masked blocks' inputs), last
+    assert {k.split('decode.')[1] for k in losses} == {f'{p}loss_{n}' for p in ('m0.', 'm1.', '')
+                                                        for n in ('cls_ce', 'mask_ce', 'mask_dice')}
+
+
+def test_class_loss_is_the_weighted_cross_entropy_of_the_matched_labels():
+    model = tiny_eomt()
+    head = model.decode_head
+    inputs, samples = labelled_batch()
+    model.eval()
+    with torch.no_grad():
+        feats = model.extract_feat(inputs)
+    from mmseg.utils import seg_data_to_instance_data
+    gts = seg_data_to_instance_data(255, samples)
+    torch.manual_seed(3)
+    losses = head.loss_by_feat(feats.class_logits[0], feats.mask_logits[0], gts)
+    torch.manual_seed(3)  # the same sampled points, so the same matching
+    labels = head.match_masks.get_targets(feats.class_logits[0], feats.mask_logits[0], gts)[0]
+    assert sorted(labels[labels < 150].tolist()) == [3, 3, 5, 5, 7, 7]
+    weight = torch.ones(151)
+    weight[150] = 0.1  # no-object
+    expected = 2 * F.cross_entropy(feats.class_logits[0].flatten(0, 1), labels.flatten(), weight=weight)
+    assert losses['loss_cls_ce'].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_an_image_with_only_ignored_pixels_gives_a_finite_loss():
+    model = tiny_eomt()
+    model.train()
+    for ignore_all in ((0,), (0, 1)):
+        model.zero_grad()
+        inputs, samples = labelled_batch(ignore_all=ignore_all)
+        losses = model(inputs, samples, mode='loss')
+        total = sum(v for k, v in losses.items() if 'loss' in k)
+        assert torch.isfinite(total)
+        total.backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_the_loss_decreases_on_a_fixed_batch():
+    model = tiny_eomt()
+    model.train()
+    inputs, samples = labelled_batch()
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    totals = []
+    for _ in range(12):
+        losses = model(inputs, samples, mode='loss')
+        total = sum(v for k, v in losses.items() if 'loss' in k)
+        optim.zero_grad()
+        total.backward()
+        optim.step()
+        totals.append(total.item())
+    assert sum(totals[-3:]) / 3 < 0.8 * sum(totals[:3]) / 3, totals
+
+
+@pytest.mark.parametrize('mode', ['whole', 'slide'])
+def test_predictions_have_the_input_size_for_odd_sizes(mode):
+    model = tiny_eomt().eval()
+    if mode == 'slide':
+        model.test_cfg = ConfigDict(mode='slide', crop_size=(64, 64), stride=(48, 48))
+    for hw in ((77, 101), (96, 96), (33, 129)):
+        meta = [SegDataSample(metainfo=dict(img_shape=hw, ori_shape=hw))]
+        with torch.no_grad():
+            out = model.predict(torch.randn(1, 3, *hw), meta)[0]
+        assert out.seg_logits.data.shape == (150, *hw) and out.pred_sem_seg.data.shape == (1, *hw)
+        # per pixel: class probabilities summed over queries, each weighted by a mask probability
+        assert (out.seg_logits.data >= 0).all()
+
+
+# --- the recipe --------------------------------------------------------------------------
+
+def test_eomt_layer_numbering_and_backbone_groups():
+    from mmengine.optim import build_optim_wrapper
+    model = tiny_eomt()
+    cfg = Config.fromfile(str(TINY)).optim_wrapper
+    wrapper = build_optim_wrapper(model, cfg)
+    by_param = {id(p): g for g in wrapper.optimizer.param_groups for p in g['params']}
+    L, lr = 4, 1e-3
+    for name, p in model.named_parameters():
+        group = by_param[id(p)]
+        # EoMT: block i at 0.8 ** (L - 1 - i); the embeddings as block 0; norm and head at lr
+        if name.startswith('backbone.blocks.'):
+            expected = lr * 0.8 ** (L - 1 - int(name.split('.')[2]))
+        elif name.startswith(('backbone.patch_embed', 'backbone.pos_embed', 'backbone.cls_token',
+                              'backbone.reg_token')):
+            expected = lr * 0.8 ** (L - 1)
+        else:
+            expected = lr
+        assert group['lr'] == pytest.approx(expected), name
+        assert group['backbone'] == name.startswith('backbone.')
+        assert group['weight_decay'] == 0.05  # decay_all: every parameter, as EoMT
+
+
+def test_two_stage_warmup_then_poly_per_group_and_on_resume():
+    from mmengine.optim import OptimWrapper
+    from vit5seg.engine.eomt import TwoStageWarmupPolyLR
+    w1, w2, T = 5, 10, 40
+
+    def expected(t, base, backbone):  # EoMT's schedule, written out
+        if not backbone:
+            return base * (t / w1 if t < w1 else (1 - (t - w1) / (T - w1)) ** 0.9)
+        if t < w1:
+            return 0.0
+        if t < w1 + w2:
+            return base * (t - w1) / w2
+        return base * (1 - (t - w1 - w2) / (T - w1 - w2)) ** 0.9
+
+    def build():
+        a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+        optim = torch.optim.AdamW([dict(params=[a], lr=0.5, backbone=True), dict(params=[b], lr=1.0, backbone=False)])
+        wrapper = OptimWrapper(optim)
+        return wrapper, TwoStageWarmupPolyLR(wrapper, warmup_new=w1, warmup_backbone=w2, end=T)
+
+    wrapper, sched = build()
+    for t in range(T):
+        lrs = [g['lr'] for g in wrapper.param_groups[:2]]  # (OptimWrapper adds an empty third for logging)
+        assert lrs == pytest.approx([expected(t, 0.5, True), expected(t, 1.0, False)]), t
+        wrapper.step()
+        sched.step()
+        if t == 17:
+            state = sched.state_dict()
+            saved = [dict(g) for g in wrapper.param_groups]
+    resumed, sched2 = build()
+    for g, s in zip(resumed.param_groups, saved):
+        g.update({k: v for k, v in s.items() if k != 'params'})
+    sched2.load_state_dict(state)
+    resumed.step()
+    sched2.step()
+    assert [g['lr'] for g in resumed.param_groups[:2]] == pytest.approx([expected(19, 0.5, True),
+                                                                     expected(19, 1.0, False)])
+    with pytest.raises(ValueError, match='backbone=True/False'):
+        TwoStageWarmupPolyLR(OptimWrapper(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1)), warmup_new=w1,
+                             warmup_backbone=w2, end=T)
+
+
+# --- the tools on the tiny twin ----------------------------------------------------------
+
+@pytest.mark.slow
+def test_tiny_eomt_trains_logs_its_annealing_tests_and_exports(tmp_path):
+    from vit5seg.datasets import make_synthetic_ade20k
+    root = make_synthetic_ade20k(tmp_path / 'data', num_train=8, num_val=4, size=96, seed=0)
+    iters = 6
+    opts = [f'{k}.dataset.data_root={root}' for k in ('train_dataloader', 'val_dataloader', 'test_dataloader')]
+    opts += [f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters}', 'train_dataloader.batch_size=2',
+             f'param_scheduler.0.end={iters}', 'param_scheduler.0.warmup_new=2', 'param_scheduler.0.warmup_backbone=2',
+             'default_hooks.logger.interval=1',
+             'custom_hooks.3.starts=[0,2]', 'custom_hooks.3.ends=[2,4]']
+    work = tmp_path / 'work'
+    out = run_script(REPO / 'tools' / 'train.py', TINY, '--work-dir', work, '--cfg-options', *opts, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    records = [r for r in logged_scalars(work) if 'mask_prob_0' in r]
+    probs = {r['iter']: (r['mask_prob_0'], r['mask_prob_1']) for r in records}
+    # logged after iteration t + 1 ran with P(t): block 0 anneals over [0, 2), block 1 over [2, 4)
+    assert probs[1] == (1.0, 1.0) and probs[2] == pytest.approx((0.5 ** 0.9, 1.0))
+    assert probs[3] == (0.0, 1.0) and probs[4] == pytest.approx((0.0, 0.5 ** 0.9)) and probs[6] == (0.0, 0.0)
+    assert any('mIoU' in r for r in logged_scalars(work))  # validated at the end
+    from vit5seg.analysis.runs import read_result
+    run = read_result(work)  # compare.py pairs EoMT runs with EoMT runs only
+    assert run.family == 'ViT-5' and run.size.endswith(' EoMT') and run.single['mIoU'] >= 0
+    checkpoint = (work / 'last_checkpoint').read_text().strip()
+
+    out = run_script(REPO / 'tools' / 'export_onnx.py', TINY, checkpoint, '--out', tmp_path / 'eomt.onnx',
+                     '--dynamic', '--repeats', '1', cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    rows = [line.split('|') for line in out.stdout.splitlines() if line.startswith('| ') and 'x' in line.split('|')[1]]
+    assert len(rows) == 3 and all(float(r[3].strip(' %')) >= 99.9 for r in rows), out.stdout
+
+    from vit5seg.apis import inference_model, init_model
+    model = init_model(str(TINY), checkpoint, device='cpu')
+    image = sorted((root / 'images' / 'validation').glob('*.jpg'))[0]
+    result = inference_model(model, str(image))
+    assert result.pred_sem_seg.data.shape[1:] == (96, 120)

@@ -1,0 +1,124 @@
+"""EoMT's training schedule: the masked-attention annealing and the two-stage warm-up.
+
+Both follow the upstream recipe (shared/eomt-notes.md): each masked block i keeps its
+mask with probability P_i(t) = 1 before s_i, (1 - (t - s_i) / (e_i - s_i)) ** 0.9 between,
+0 from e_i on; the new parameters warm up while the backbone's lr is 0, then the backbone
+warms up, then everything decays polynomially.
+"""
+from typing import List, Optional, Sequence
+
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+from mmengine.optim.scheduler.lr_scheduler import LRSchedulerMixin
+from mmengine.optim.scheduler.param_scheduler import _ParamScheduler
+from mmseg.registry import HOOKS, PARAM_SCHEDULERS
+
+
+def default_windows(num_blocks: int, max_iters: int) -> List[tuple]:
+    """Upstream's windows: consecutive sixths of the schedule, the first masked block
+    from 1/6 to 2/6, the next from 2/6 to 3/6, ..."""
+    if num_blocks > 5:
+        raise ValueError(f'{num_blocks} masked blocks do not fit in consecutive sixths of the schedule: '
+                         f'give EoMTMaskAnnealingHook its starts and ends')
+    return [(round((i + 1) * max_iters / 6), round((i + 2) * max_iters / 6)) for i in range(num_blocks)]
+
+
+def mask_probability(t: int, start: int, end: int, power: float = 0.9) -> float:
+    if t < start:
+        return 1.0
+    if t >= end:
+        return 0.0
+    return (1 - (t - start) / (end - start)) ** power
+
+
+@HOOKS.register_module()
+class EoMTMaskAnnealingHook(Hook):
+    """Sets the decode head's ``mask_probs`` before every training iteration from the
+    iteration count (so a resumed run continues where it stopped) and logs each as
+    ``mask_prob_{i}``.
+
+    Args:
+        starts, ends: iteration windows per masked block, first block first; ``None``:
+            consecutive sixths of ``train_cfg.max_iters`` (upstream).
+        power: of the polynomial ramp.
+    """
+
+    priority = 'NORMAL'
+
+    def __init__(self, starts: Optional[Sequence[int]] = None, ends: Optional[Sequence[int]] = None,
+                 power: float = 0.9):
+        if (starts is None) != (ends is None):
+            raise ValueError('give EoMTMaskAnnealingHook both starts and ends, or neither')
+        if starts is not None:
+            if len(starts) != len(ends) or any(e <= s for s, e in zip(starts, ends)):
+                raise ValueError(f'annealing windows need one end after each start, got starts={starts} '
+                                 f'ends={ends}')
+        self.starts, self.ends, self.power = starts, ends, power
+        self.windows = None
+
+    @staticmethod
+    def _head(runner):
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        head = getattr(model, 'decode_head', None)
+        if not hasattr(head, 'mask_probs'):
+            raise TypeError(f'EoMTMaskAnnealingHook needs an EoMT segmentor, got {type(model).__name__}')
+        return head
+
+    def before_train(self, runner) -> None:
+        head = self._head(runner)
+        if self.starts is None:
+            self.windows = default_windows(head.num_blocks, runner.max_iters)
+        else:
+            if len(self.starts) != head.num_blocks:
+                raise ValueError(f'EoMTMaskAnnealingHook has {len(self.starts)} windows for '
+                                 f'{head.num_blocks} masked blocks')
+            self.windows = list(zip(self.starts, self.ends))
+
+    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+        head = self._head(runner)
+        head.mask_probs = [mask_probability(runner.iter, s, e, self.power) for s, e in self.windows]
+        for i, p in enumerate(head.mask_probs):
+            runner.message_hub.update_scalar(f'train/mask_prob_{i}', p)
+
+
+@PARAM_SCHEDULERS.register_module()
+class TwoStageWarmupPolyLR(LRSchedulerMixin, _ParamScheduler):
+    """Per step t (closed form, so a resumed run gets the same lr):
+
+    - new parameters (groups without ``backbone``): ``t / w1`` of their lr until ``w1``,
+      then ``(1 - (t - w1) / (T - w1)) ** power``;
+    - backbone groups (``backbone=True``, set by ViT5OptimWrapperConstructor): 0 until
+      ``w1``, ``(t - w1) / w2`` until ``w1 + w2``, then
+      ``(1 - (t - w1 - w2) / (T - w1 - w2)) ** power``.
+
+    ``end`` is T. Args ``warmup_new`` (w1) and ``warmup_backbone`` (w2).
+    """
+
+    def __init__(self, optimizer, warmup_new: int = 500, warmup_backbone: int = 1000, power: float = 0.9,
+                 begin: int = 0, end: int = 40000, last_step: int = -1, by_epoch: bool = False,
+                 verbose: bool = False):
+        if warmup_new <= 0 or warmup_backbone < 0 or warmup_new + warmup_backbone >= end - begin:
+            raise ValueError(f'the warm-ups ({warmup_new} + {warmup_backbone} iterations) must end before '
+                             f'the schedule ({end - begin})')
+        groups = optimizer.param_groups
+        if not any('backbone' in g for g in groups):
+            raise ValueError('TwoStageWarmupPolyLR needs parameter groups marked backbone=True/False: use '
+                             "optim_wrapper.constructor='ViT5OptimWrapperConstructor'")
+        self.warmup_new, self.warmup_backbone, self.power = warmup_new, warmup_backbone, power
+        super().__init__(optimizer, begin=begin, end=end, last_step=last_step,
+                         by_epoch=by_epoch, verbose=verbose)
+
+    def factor(self, t: int, backbone: bool) -> float:
+        total = self.end - self.begin
+        w1, w2 = self.warmup_new, self.warmup_backbone
+        if not backbone:
+            return t / w1 if t < w1 else (1 - (t - w1) / (total - w1)) ** self.power
+        if t < w1:
+            return 0.0
+        if t < w1 + w2:
+            return (t - w1) / w2
+        return (1 - (t - w1 - w2) / (total - w1 - w2)) ** self.power
+
+    def _get_value(self):
+        return [g['initial_lr'] * self.factor(self.last_step, g.get('backbone', False))
+                for g in self.optimizer.param_groups]
