@@ -23,12 +23,23 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Test modules whose tests share nothing (no module fixture): under pytest-xdist they go
 # to whichever worker is free instead of all to one.
-SPREAD_OVER_WORKERS = {'tests/test_benchmark_twins.py'}
+SPREAD_OVER_WORKERS = {'tests/test_benchmark_twins.py', 'tests/test_eomt.py'}
+# The longest modules (--durations on 2 cores), handed out first so that the two workers
+# finish together rather than one waiting on a long module it got last.
+LONGEST_FIRST = ['tests/test_benchmark_twins.py', 'tests/test_custom_dataset.py', 'tests/test_seeds.py',
+                 'tests/test_reliability.py', 'tests/test_demo.py', 'tests/test_e2e.py', 'tests/test_selfcheck.py',
+                 'tests/test_registry_audit.py', 'tests/test_benchmark.py', 'tests/test_eomt.py']
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split('::', 1)[0], len(rank)))  # stable: file order kept
 
 
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` (pyproject), except for SPREAD_OVER_WORKERS: a module's tests run
-    on one worker, one after another, so its module fixtures are built once."""
+    on one worker, one after another, so its module fixtures are built once. Modules go out
+    in the collection order (LONGEST_FIRST), not xdist's most-tests-first."""
     if config.getvalue('dist') != 'loadfile':
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -38,6 +49,7 @@ def pytest_xdist_make_scheduler(config, log):
             module = nodeid.split('::', 1)[0]
             return nodeid if module in SPREAD_OVER_WORKERS else module
 
+    config.option.loadscopereorder = False
     return FileScheduling(config, log)
 
 

@@ -110,7 +110,7 @@ def test_real_rope_table_equals_the_complex_one_and_is_used_while_tracing(monkey
     assert (grads[0] - grads[1]).abs().max() <= 1e-5
     # eager keeps the faster complex table; compile=True and graph tracing get the real one
     model, seen = tiny(num_layers=1, out_indices=(0,)), []
-    monkeypatch.setattr(model.blocks[0].attn, 'forward', lambda x, rope=None: seen.append(rope.is_complex()) or x)
+    monkeypatch.setattr(model.blocks[0].attn, 'forward', lambda x, rope=None, attn_mask=None: seen.append(rope.is_complex()) or x)
     model(torch.randn(1, 3, 32, 32))
     monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: True)
     model(torch.randn(1, 3, 32, 32))
