@@ -278,6 +278,25 @@ def test_the_loss_decreases_on_a_fixed_batch():
     assert sum(totals[-3:]) / 3 < 0.8 * sum(totals[:3]) / 3, totals
 
 
+def test_bf16_autocast_trains_and_predicts():
+    # the recipe trains under bf16 autocast; matching and losses are float32 inside it
+    model = tiny_eomt()
+    inputs, samples = labelled_batch()
+    model.train()
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        losses = model(inputs, samples, mode='loss')
+    total = sum(v for k, v in losses.items() if 'loss' in k)
+    assert total.dtype == torch.float32 and torch.isfinite(total)
+    total.backward()
+    model.eval()
+    meta = [SegDataSample(metainfo=dict(img_shape=(96, 96), ori_shape=(96, 96)))]
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+        bf16 = model.predict(inputs[:1], meta)[0].pred_sem_seg.data
+    with torch.no_grad():
+        fp32 = model.predict(inputs[:1], meta)[0].pred_sem_seg.data
+    assert (bf16 == fp32).float().mean() > 0.95
+
+
 @pytest.mark.parametrize('mode', ['whole', 'slide'])
 def test_predictions_have_the_input_size_for_odd_sizes(mode):
     model = tiny_eomt().eval()
