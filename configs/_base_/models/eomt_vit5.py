@@ -1,18 +1,9 @@
 # ViT-5-Base as an encoder-only segmentor (EoMT, shared/eomt-notes.md): 100 queries join the
 # tokens before the last blocks; ADE20K's 150 classes. No neck, no auxiliary head.
-custom_imports = dict(imports=['vit5seg'], allow_failed_imports=False)
-
-data_preprocessor = dict(
-    type='SegDataPreProcessor',
-    mean=[123.675, 116.28, 103.53],  # ImageNet, RGB
-    std=[58.395, 57.12, 57.375],
-    bgr_to_rgb=True,
-    pad_val=0,
-    seg_pad_val=255)
+_base_ = ['./vit5_inputs.py']
 
 model = dict(
     type='EoMTEncoderDecoder',
-    data_preprocessor=data_preprocessor,
     pretrained=None,
     backbone=dict(
         type='ViT5',

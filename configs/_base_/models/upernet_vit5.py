@@ -1,20 +1,12 @@
 # ViT-5-Base + feature pyramid + UperNet (+ FCN auxiliary head), ADE20K's 150 classes.
 # Follows shared/segmentation-protocol.md (the DeiT-III / XCiT recipe).
-custom_imports = dict(imports=['vit5seg'], allow_failed_imports=False)
+_base_ = ['./vit5_inputs.py']
 
 # SyncBN for multi-GPU runs; mmengine's Runner turns it into BN when not distributed.
 norm_cfg = dict(type='SyncBN', requires_grad=True)
-data_preprocessor = dict(
-    type='SegDataPreProcessor',
-    mean=[123.675, 116.28, 103.53],  # ImageNet, RGB
-    std=[58.395, 57.12, 57.375],
-    bgr_to_rgb=True,
-    pad_val=0,
-    seg_pad_val=255)
 embed_dims = 768
 model = dict(
     type='EncoderDecoder',
-    data_preprocessor=data_preprocessor,
     pretrained=None,
     backbone=dict(
         type='ViT5',
