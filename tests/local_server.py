@@ -1,9 +1,15 @@
 """A file server on 127.0.0.1 for download tests: started and stopped by the test.
 
-Serves a folder with HTTP range requests (what resumable downloads use), and can be
-told to close the connection after part of a file, to send slowly, or to answer a path
-with a redirect (``server.redirects[path] = url``).
+Serves a folder with HTTP range requests (what resumable downloads use) as RFC 9110 has
+them: each file with a strong ETag (its content's hash) or, with ``server.validator =
+'last-modified'``, a Last-Modified date (None: neither); ``If-Range`` naming another
+version gets the whole file (200); a range past the end gets 416 with ``bytes */SIZE``.
+It can be told to close the connection after part of a file, to send slowly (the first
+``slow_requests`` requests only), or to
+answer a path with a redirect (``server.redirects[path] = url``).
 """
+import email.utils
+import hashlib
 import http.server
 import threading
 from contextlib import contextmanager
@@ -18,6 +24,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         server = self.server
         path = server.root / self.path.lstrip('/').split('?')[0]
         server.requests.append((self.path, self.headers.get('Range')))
+        server.if_ranges.append(self.headers.get('If-Range'))
         if self.path in server.redirects:
             self.send_response(302)
             self.send_header('Location', server.redirects[self.path])
@@ -28,27 +35,44 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         data = path.read_bytes()
+        validators = {'etag': ('ETag', f'"{hashlib.sha256(data).hexdigest()[:16]}"'),
+                      'last-modified': ('Last-Modified', email.utils.formatdate(path.stat().st_mtime, usegmt=True))}
+        validator = validators.get(server.validator)
         start = 0
         rng = self.headers.get('Range')
-        if rng and server.ranges:
+        if_range = self.headers.get('If-Range')
+        if rng and server.ranges and (if_range is None or (validator and if_range == validator[1])):
             start = int(rng.split('=')[1].split('-')[0])
             if start >= len(data):
-                self.send_error(416)
+                self.send_response(416)
+                self.send_header('Content-Range', f'bytes */{len(data)}')
+                self.send_header('Content-Length', '0')
+                self.end_headers()
                 return
             self.send_response(206)
             self.send_header('Content-Range', f'bytes {start}-{len(data) - 1}/{len(data)}')
         else:
             self.send_response(200)
+        if validator:
+            self.send_header(*validator)
         body = data[start:]
         self.send_header('Content-Length', str(len(body)))
         self.end_headers()
         if server.cut_after is not None:
             body = body[:server.cut_after]  # announce the whole file, send part, hang up
-        for i in range(0, len(body), 4096):
-            self.wfile.write(body[i:i + 4096])
-            if server.delay:
-                server.sleep(server.delay)
-        self.wfile.flush()
+        slow = server.delay and len(server.requests) <= server.slow_requests
+        sent = 0
+        try:
+            for i in range(0, len(body), 4096):
+                self.wfile.write(body[i:i + 4096])
+                sent += len(body[i:i + 4096])
+                if slow:
+                    server.sleep(server.delay)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):  # the client hung up
+            pass
+        finally:
+            server.sent.append(sent)
         self.close_connection = True
 
 
@@ -59,9 +83,13 @@ class _Server(http.server.ThreadingHTTPServer):
         super().__init__(('127.0.0.1', 0), _Handler)
         self.root = Path(root)
         self.requests = []
+        self.if_ranges = []  # the If-Range header of each request, None where there was none
+        self.validator = 'etag'
         self.cut_after = None
         self.ranges = True
         self.delay = 0.
+        self.slow_requests = 10 ** 9  # how many requests (the first ones) are sent with the delay
+        self.sent = []  # bytes of body sent, per request answered with one
         self.redirects = {}
 
     @staticmethod

@@ -4,8 +4,11 @@ import errno
 import hashlib
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -106,10 +109,62 @@ def test_server_closing_mid_file_leaves_nothing_complete_looking_and_the_next_tr
 def test_server_without_range_support_restarts_the_download(torch_home, served):
     server, _, path, digest = served
     url = server.url(path.name)
-    torch_home.mkdir(parents=True)
-    (torch_home / f'{path.name}.partial').write_bytes(b'stale bytes of another file')
-    server.ranges = False
+    server.cut_after = path.stat().st_size // 3
+    with pytest.raises(hub.DownloadError, match='run again to resume'):
+        hub.cached_download(url, progress=False)
+    server.cut_after, server.ranges = None, False  # it answers a range request with the whole file (200)
     assert hub.sha256sum(hub.cached_download(url, progress=False)) == digest
+    assert server.requests[-1][1] is not None  # a range was asked for, and the whole file taken instead
+
+
+@pytest.mark.parametrize('validator', ['etag', 'last-modified'])
+def test_a_file_replaced_upstream_starts_over_instead_of_splicing_two_files(torch_home, served, validator):
+    """The resumed request names the version its bytes came from (If-Range); a server that has
+    another version by then sends the whole new file, not the new file's tail after the old head."""
+    server, _, path, _ = served
+    server.validator = validator
+    url = server.url(path.name)
+    old = path.read_bytes()
+    server.cut_after = len(old) // 2
+    with pytest.raises(hub.DownloadError, match='run again to resume'):
+        hub.cached_download(url, progress=False)
+    new = bytes(reversed(old))  # same size, other bytes: a re-uploaded file
+    path.write_bytes(new)
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 3600))  # and a later Last-Modified
+    server.cut_after = None
+    got = hub.cached_download(url, progress=False)
+    assert got.read_bytes() == new
+    assert server.requests[-1][1] == f'bytes={len(old) // 2}-' and server.if_ranges[-1] is not None
+    assert sorted(p.name for p in torch_home.iterdir()) == [path.name, f'{path.name}.lock']
+
+
+def test_without_a_validator_a_partial_file_is_not_kept_to_resume(torch_home, served):
+    """A server that names no version (no ETag, no Last-Modified) gives nothing to resume under."""
+    server, _, path, digest = served
+    server.validator, server.cut_after = None, path.stat().st_size // 2
+    with pytest.raises(hub.DownloadError, match='names no version of the file, so the next try starts over'):
+        hub.cached_download(server.url(path.name), progress=False)
+    assert not list(torch_home.glob('*.partial*'))
+    server.cut_after = None
+    assert hub.sha256sum(hub.cached_download(server.url(path.name), progress=False)) == digest
+    assert server.requests[-1][1] is None  # started over
+
+
+def test_a_complete_partial_file_is_kept_and_put_in_place(torch_home, served):
+    """A run killed after the last byte but before the rename: the next asks for the bytes past
+    the end, the server answers 416 with the file's size, and the partial file is the file."""
+    server, _, path, digest = served
+    data = path.read_bytes()
+    server.cut_after = len(data) // 2
+    with pytest.raises(hub.DownloadError, match='run again to resume'):
+        hub.cached_download(server.url(path.name), progress=False)
+    partial = torch_home / f'{path.name}.partial'
+    with open(partial, 'ab') as f:  # the rest arrived; the process died before renaming
+        f.write(data[partial.stat().st_size:])
+    server.cut_after = None
+    got = hub.cached_download(server.url(path.name), sha256=digest, progress=False)
+    assert hub.sha256sum(got) == digest and not partial.exists()
+    assert server.requests[-1][1] == f'bytes={len(data)}-' and len(server.requests) == 2  # nothing fetched again
 
 
 def test_a_download_larger_than_the_free_disk_is_refused_before_it_starts(torch_home, served, monkeypatch):
@@ -221,6 +276,69 @@ def test_a_filesystem_without_locks_downloads_lock_free_with_a_warning(torch_hom
     with pytest.warns(UserWarning), pytest.raises(hub.DownloadError) as err:
         hub.cached_download(server.url('other.pth'), progress=False)
     assert 'run again to resume' not in str(err.value) and not list(torch_home.glob('*partial'))
+
+
+LATE_FETCH = """
+import json, sys, time
+from pathlib import Path
+import vit5seg
+from vit5seg import hub
+url, start_when = sys.argv[1], Path(sys.argv[2])
+while not start_when.exists():  # start once the first process is under way
+    time.sleep(0.05)
+path = hub.cached_download(url, progress=False)
+print(json.dumps(dict(path=str(path), sha256=hub.sha256sum(path))))
+"""
+
+
+def _slow_then_fast(slow, fast, torch_home):
+    """Once the slow process's own partial file is there, let the fast one start; both results."""
+    for _ in range(1200):  # the slow one's own partial file appears: it is under way
+        partials = list(torch_home.glob('big.pth.*.partial')) if torch_home.exists() else []
+        if partials:
+            break
+        threading.Event().wait(0.05)
+    host = socket.gethostname()
+    assert len(partials) == 1 and re.fullmatch(rf'big\.pth\.{re.escape(host)}\.{slow.pid}\.[0-9a-f]{{8}}\.partial',
+                                               partials[0].name), partials
+    (torch_home / 'started').touch()
+    late = json.loads(fast.communicate(timeout=300)[0].strip().splitlines()[-1])
+    first = json.loads(slow.communicate(timeout=300)[0].strip().splitlines()[-1])
+    return first, late
+
+
+@pytest.mark.slow
+def test_processes_without_locks_each_download_and_the_first_complete_file_wins(torch_home, tmp_path):
+    """Real processes where file locks cannot be trusted (VIT5SEG_NO_FILE_LOCKS=1, for Lustre's
+    localflock and NFS's local_lock, whose locks do not reach other nodes): each downloads
+    into a file named by host, process and a random part; the first complete one is put in
+    place, and a process still downloading stops as soon as it sees it."""
+    folder = tmp_path / 'www'
+    folder.mkdir()
+    data = os.urandom(6 << 20)
+    (folder / 'big.pth').write_bytes(data)
+    env = {**_env(torch_home), 'VIT5SEG_NO_FILE_LOCKS': '1'}
+    with serve(folder) as server:
+        server.delay, server.slow_requests = 0.01, 1  # the first request trickles, later ones are fast
+        url = server.url('big.pth')
+        slow = subprocess.Popen(_fetch_cmd(url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        fast = subprocess.Popen([sys.executable, '-c', LATE_FETCH, url, str(torch_home / 'started')],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            first, late = _slow_then_fast(slow, fast, torch_home)
+        finally:
+            for proc in (slow, fast):
+                proc.kill()
+    digest = hashlib.sha256(data).hexdigest()
+    assert first['sha256'] == late['sha256'] == digest and first['path'] == late['path'] == str(torch_home / 'big.pth')
+    assert first['warnings'] == []  # an explicit setting, not a failed lock
+    assert sorted(p.name for p in torch_home.iterdir()) == ['big.pth', 'started']  # no partial file left, no lock file
+    for _ in range(200):  # the server notices the slow one's hang-up at its next write
+        if len(server.sent) == 2:
+            break
+        threading.Event().wait(0.05)
+    assert len(server.requests) == 2 and sorted(server.sent)[1] == len(data)
+    assert sorted(server.sent)[0] < len(data) // 2  # the slow one stopped early
 
 
 def test_a_redirect_to_a_content_hash_path_is_cached_under_the_requested_name(torch_home, tmp_path, served):

@@ -3,16 +3,21 @@
 A URL is downloaded once to ``$TORCH_HOME/hub/checkpoints/<file name>`` (where
 ``torch.hub`` and mmengine put downloaded weights, so their cached copies are hits too).
 Bytes go to ``<file>.partial`` first and are renamed only when complete (and, given a
-sha256, verified): an interrupted download never looks complete, and the next attempt
-resumes it with an HTTP range request. A lock file lets the processes of a multi-GPU
-job share one download. Redirects (the official URLs answer with one to a CDN path named
-by the file's hash) are followed; the file keeps the requested URL's name.
+sha256, verified): an interrupted download never looks complete. The next attempt resumes
+it with an HTTP range request under ``If-Range`` (the ETag or Last-Modified the server gave
+when the partial file was started, kept in ``<file>.partial.validator``), so a file replaced
+upstream in between starts over instead of getting the new file's tail on the old one's head;
+a partial file with no validator starts over too. A lock file lets the processes of a
+multi-GPU job share one download. Redirects (the official URLs answer with one to a CDN
+path named by the file's hash) are followed; the file keeps the requested URL's name.
 
 A file already in the cache is read without writing anything, so a cache mounted
 read-only or a shared ``TORCH_HOME`` the job cannot write works once it holds the files;
 where a file is missing and the folder cannot be written, the error says so. A folder
 whose filesystem has no ``flock`` (some Lustre / NFS mounts) downloads without the lock,
-with a warning, each process into a file of its own.
+with a warning: each process into a file of its own, named by host, process and a random
+part (process ids repeat across nodes and containers); the first complete one is linked
+into place, and every other process stops as soon as it sees the file there.
 
 Written here rather than taken from ``torch.hub.download_url_to_file`` because that
 cannot resume (the ADE20K archive is 923 MB) and its temporary name is random, so the
@@ -25,7 +30,9 @@ import errno
 import hashlib
 import http.client
 import os
+import secrets
 import shutil
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -58,7 +65,13 @@ _CHUNK = 1 << 20
 
 
 class DownloadError(RuntimeError, ToolError):
-    """A URL that could not be fetched, or a file whose sha256 is not the expected one."""
+    """A URL that could not be fetched, or a file whose sha256 is not the expected one
+    (torch.hub raises RuntimeError for that too)."""
+
+
+class FetchError(DownloadError, OSError):
+    """The server could not be reached, or answered with an error: an OSError too, as
+    urllib's URLError is, which mmengine's http loader raises."""
 
 
 def is_url(path: PathOrUrl) -> bool:
@@ -111,7 +124,7 @@ _NO_LOCKS = {errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
 _UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 
-class UnwritableCache(DownloadError):
+class UnwritableCache(DownloadError, PermissionError):
     """A file missing from a cache folder that this process cannot write."""
 
 
@@ -126,7 +139,13 @@ def _unwritable(url: str, dst: Path, error: OSError) -> UnwritableCache:
 @contextmanager
 def _locked(path: Path, url: str):
     """Hold ``<path>.lock`` exclusively (other processes wait): one download per file.
-    Yields whether the lock is held; a filesystem without locks yields False, with a warning."""
+    Yields whether the lock is held; a filesystem without locks yields False, with a warning.
+    ``VIT5SEG_NO_FILE_LOCKS=1`` yields False at once: for filesystems whose locks succeed but
+    hold only on one node (Lustre's ``localflock``, NFS's ``local_lock=flock``), where ranks on
+    two nodes would both hold "the" lock and write one partial file."""
+    if os.environ.get('VIT5SEG_NO_FILE_LOCKS') == '1':
+        yield False
+        return
     try:
         import fcntl
     except ImportError:  # no flock (Windows)
@@ -161,11 +180,21 @@ def _progress_bar(total: Optional[int], initial: int, name: str, enabled: bool):
                 disable=not enabled, mininterval=0.5 if sys.stderr.isatty() else 10, dynamic_ncols=True)
 
 
-def _open(url: str, start: int, timeout: float):
+def _open(url: str, start: int, timeout: float, validator: Optional[str] = None):
     headers = {'User-Agent': 'vit5seg'}
     if start:
-        headers['Range'] = f'bytes={start}-'
+        # If-Range: the rest of *that* file (206), or the whole file if it changed (200)
+        headers.update({'Range': f'bytes={start}-', 'If-Range': validator})
     return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
+
+
+def _validator(headers) -> Optional[str]:
+    """What ``If-Range`` can name for this response: its strong ETag, else its
+    Last-Modified (a weak ETag cannot be used there, RFC 9110 13.1.5)."""
+    etag = headers.get('ETag')
+    if etag and not etag.startswith('W/'):
+        return etag
+    return headers.get('Last-Modified')
 
 
 def _total_size(resp) -> Optional[int]:
@@ -180,65 +209,121 @@ def human_size(n: int) -> str:
     return f'{n / 2**30:.2f} GiB' if n >= 2**30 else f'{n / 2**20:.1f} MiB'
 
 
-def _left_behind(partial: Path, resumable: bool) -> str:
-    """What happens to the bytes of a failed download: kept to resume, or deleted."""
-    if not resumable:
-        partial.unlink(missing_ok=True)
-        return ''
+class _Superseded(Exception):
+    """Another process put the complete file in place while this one was downloading."""
+
+
+def _left_behind(partial: Path, validator_file: Optional[Path]) -> str:
+    """What happens to the bytes of a failed download: kept to resume (only a shared
+    partial file with the validator to resume it under), or deleted."""
     kept = partial.stat().st_size if partial.exists() else 0
+    if validator_file is None or not validator_file.is_file():
+        partial.unlink(missing_ok=True)
+        if validator_file is not None and kept:
+            return ' (the server names no version of the file, so the next try starts over)'
+        return ''
     return f' ({kept} bytes kept in {partial}; run again to resume)' if kept else ''
+
+
+def _put_in_place(partial: Path, dst: Path, first_wins: bool) -> None:
+    if not first_wins:
+        os.replace(partial, dst)
+        return
+    try:
+        os.link(partial, dst)  # fails where another process put its complete copy first
+    except FileExistsError:
+        pass
+    except OSError:  # a filesystem without hard links
+        if not dst.exists():
+            os.replace(partial, dst)
+    partial.unlink(missing_ok=True)
 
 
 def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: bool = True,
              timeout: float = 60., partial: Optional[PathOrUrl] = None) -> Path:
-    """Fetch ``url`` to ``dst`` through ``<dst>.partial`` (resumed if present); ``dst``
-    appears only complete and, with ``sha256``, verified. Raises :class:`DownloadError`.
-    ``partial``: another name for the bytes in transit, deleted if the download fails
-    (for processes that cannot share one through a lock)."""
+    """Fetch ``url`` to ``dst`` through ``<dst>.partial`` (resumed if present and the server
+    gave a validator for it); ``dst`` appears only complete and, with ``sha256``, verified.
+    Raises :class:`DownloadError`. ``partial``: a file of this process's own for the bytes
+    in transit (processes that share no lock): never resumed, deleted if the download fails,
+    abandoned as soon as ``dst`` appears, and put in place only if ``dst`` is still missing."""
     dst = Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    resumable = partial is None
-    partial = Path(f'{dst}.partial') if resumable else Path(partial)
-    start = partial.stat().st_size if partial.exists() else 0
+    shared = partial is None
+    partial = Path(f'{dst}.partial') if shared else Path(partial)
+    validator_file = Path(f'{partial}.validator') if shared else None
+    validator = validator_file.read_text().strip() if shared and validator_file.is_file() else None
+    start = partial.stat().st_size if validator and partial.exists() else 0
+    total = received = None
     try:
         try:
-            resp = _open(url, start, timeout)
+            resp = _open(url, start, timeout, validator)
         except urllib.error.HTTPError as e:
-            if e.code != 416 or not start:  # 416: the partial file is not a prefix of this file
+            if e.code != 416 or not start:
                 raise
-            partial.unlink()
-            start = 0
-            resp = _open(url, 0, timeout)
-        with resp:
-            if start and resp.status != 206:
-                start = 0  # the server ignored the range: start over
-            total = _total_size(resp)
-            free = shutil.disk_usage(dst.parent).free
-            if total is not None and total - start > free:
-                raise DownloadError(f'cannot download {url}: it needs {human_size(total - start)} more, '
-                                    f'{dst.parent} has {human_size(free)} free')
-            received = start
-            with open(partial, 'ab' if start else 'wb') as out, \
-                    _progress_bar(total, start, dst.name, progress) as bar:
-                for block in iter(lambda: resp.read(_CHUNK), b''):
-                    out.write(block)
-                    received += len(block)
-                    bar.update(len(block))
-                out.flush()
-                os.fsync(out.fileno())
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:  # timeouts, resets too
-        reason = e if isinstance(e, urllib.error.HTTPError) else getattr(e, 'reason', None) or e
-        raise DownloadError(f'cannot download {url}: {reason}{_left_behind(partial, resumable)}') from None
+            # 416 under a matching If-Range: nothing lies past the partial file's end. One as
+            # long as the whole file is complete (a run killed before the rename): keep it.
+            whole = e.headers.get('Content-Range', '').rpartition('/')[2]
+            if whole.isdigit() and int(whole) == start:
+                resp, total, received = None, start, start
+            else:
+                start = 0
+                resp = _open(url, 0, timeout)
+        if resp is not None:
+            with resp:
+                if start and resp.status != 206:
+                    start = 0  # the file changed upstream, or the server ignores ranges: start over
+                total = _total_size(resp)
+                free = shutil.disk_usage(dst.parent).free
+                if total is not None and total - start > free:
+                    raise DownloadError(f'cannot download {url}: it needs {human_size(total - start)} more, '
+                                        f'{dst.parent} has {human_size(free)} free')
+                if shared and not start:  # the version these bytes can be resumed under, before the bytes
+                    new_validator = _validator(resp.headers)
+                    if new_validator:
+                        validator_file.write_text(new_validator)
+                    else:
+                        validator_file.unlink(missing_ok=True)
+                received = start
+                with open(partial, 'ab' if start else 'wb') as out, \
+                        _progress_bar(total, start, dst.name, progress) as bar:
+                    for block in iter(lambda: resp.read(_CHUNK), b''):
+                        out.write(block)
+                        received += len(block)
+                        bar.update(len(block))
+                        if not shared and dst.exists():  # a stat a MiB, on any filesystem
+                            raise _Superseded()
+                    out.flush()
+                    os.fsync(out.fileno())
+    except _Superseded:
+        partial.unlink(missing_ok=True)
+        return dst
+    except urllib.error.URLError as e:  # HTTPError too
+        reason = e if isinstance(e, urllib.error.HTTPError) else e.reason
+        raise FetchError(f'cannot download {url}: {reason}{_left_behind(partial, validator_file)}') from None
+    except (http.client.HTTPException, OSError, ValueError) as e:  # timeouts, resets, a full disk too
+        raise FetchError(f'cannot download {url}: {e}{_left_behind(partial, validator_file)}') from None
     if total is not None and received != total:
-        raise DownloadError(f'cannot download {url}: the connection closed after {received} of {total} '
-                            f'bytes{_left_behind(partial, resumable)}')
+        raise FetchError(f'cannot download {url}: the connection closed after {received} of {total} '
+                         f'bytes{_left_behind(partial, validator_file)}')
     try:
         check_sha256(partial, sha256)
     except DownloadError as e:
         partial.unlink()
         raise DownloadError(f'downloaded {url}, but {e}; the download was deleted') from None
-    os.replace(partial, dst)
+    finally:
+        if validator_file is not None and not partial.exists():
+            validator_file.unlink(missing_ok=True)
+    _put_in_place(partial, dst, first_wins=not shared)
+    if validator_file is not None:
+        validator_file.unlink(missing_ok=True)
     return dst
+
+
+def _lock_free_partial(dst: Path) -> Path:
+    """A partial-file name no other process uses: process ids repeat across the nodes and
+    containers that share a filesystem, so host and a random part are in it too."""
+    host = ''.join(c if c.isalnum() or c in '-_' else '_' for c in socket.gethostname())[:40] or 'host'
+    return Path(f'{dst}.{host}.{os.getpid()}.{secrets.token_hex(4)}.partial')
 
 
 def cached_download(url: str, sha256: Optional[str] = None, progress: bool = True,
@@ -257,16 +342,15 @@ def cached_download(url: str, sha256: Optional[str] = None, progress: bool = Tru
             raise
         with _locked(dst, url) as locked:
             if not dst.exists():  # another process may have finished it while we waited
-                # without a lock, a partial file of our own (no resume, no interleaved writes)
-                partial = None if locked else f'{dst}.{os.getpid()}.partial'
                 try:
-                    download(url, dst, sha256, progress, partial=partial)
+                    download(url, dst, sha256, progress, partial=None if locked else _lock_free_partial(dst))
                 except DownloadError as e:
-                    raise DownloadError(
+                    raise type(e)(
                         f'{e}\nNo copy at {dst} either: put the file there (offline? fetch it on a machine with '
                         f'internet; for weights `python tools/download_weights.py` with the same TORCH_HOME), or '
                         f'pass a local path instead of the URL.') from None
-                return dst
+                if locked or sha256 is None:
+                    return dst
     try:
         check_sha256(dst, sha256)
     except DownloadError as e:
@@ -274,11 +358,13 @@ def cached_download(url: str, sha256: Optional[str] = None, progress: bool = Tru
     return dst
 
 
-def resolve(path: PathOrUrl, sha256: Optional[str] = None, progress: bool = True) -> str:
-    """A local path for a path or URL: URLs go through the cache; a local file is
-    checked against ``sha256`` when one is given (a missing one is left to the reader)."""
+def resolve(path: PathOrUrl, sha256: Optional[str] = None, progress: bool = True,
+            folder: Optional[PathOrUrl] = None) -> str:
+    """A local path for a path or URL: URLs go through the cache (``folder``, default
+    :func:`cache_dir`); a local file is checked against ``sha256`` when one is given (a
+    missing one is left to the reader)."""
     if is_url(path):
-        return str(cached_download(str(path), sha256, progress))
+        return str(cached_download(str(path), sha256, progress, folder))
     if sha256 and os.path.isfile(path):
         check_sha256(path, sha256)
     return str(path)
@@ -334,5 +420,5 @@ def main(argv=None):
     return done
 
 
-__all__ = ['ADE20K_URL', 'DownloadError', 'UnwritableCache', 'OFFICIAL_WEIGHTS', 'cache_dir', 'cached_download', 'check_sha256',
+__all__ = ['ADE20K_URL', 'DownloadError', 'FetchError', 'UnwritableCache', 'OFFICIAL_WEIGHTS', 'cache_dir', 'cached_download', 'check_sha256',
            'download', 'fetch_official', 'file_name', 'human_size', 'is_url', 'official_name', 'resolve', 'sha256sum']
