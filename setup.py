@@ -1,26 +1,61 @@
-"""pyproject.toml holds the metadata; this file only adds the configs to a built wheel.
+"""pyproject.toml holds the metadata; this file only adds the repository's files to a built
+wheel.
 
 A regular (non-editable) install copies the package and nothing beside it, so the
-repository's ``configs/`` travel inside it as ``vit5seg/.mim/configs`` (where OpenMMLab
-packages keep theirs; ``vit5seg.paths`` looks there first). An editable install reads
-them from the clone.
+repository's ``configs/``, ``tools/`` and ``requirements/lock.txt`` travel inside it under
+``vit5seg/.mim/`` (where OpenMMLab packages keep theirs; ``vit5seg.paths`` looks there
+first), with the git commit of the clone the wheel (or its sdist) was built from. An
+editable install reads them from the clone. MANIFEST.in puts the same files in the sdist,
+so a wheel built from the sdist has them too.
 """
+import json
 import shutil
+import subprocess
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
+
+HERE = Path(__file__).resolve().parent
+IGNORED = shutil.ignore_patterns('__pycache__', '*.pyc', 'bootstrap.sh')
 
 
-class BuildPyWithConfigs(build_py):
+def _commit():
+    if not (HERE / '.git').exists():  # an sdist: the commit its clone was at, if it says
+        info = HERE / 'build_info.json'
+        return json.loads(info.read_text()).get('commit') if info.is_file() else None
+    try:
+        out = subprocess.run(['git', '-C', str(HERE), 'rev-parse', 'HEAD'], capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(['git', '-C', str(HERE), 'status', '--porcelain', '--untracked-files=no'],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() + (' + changes' if dirty else '') if out.returncode == 0 else None
+
+
+class BuildPyWithRepositoryFiles(build_py):
     def run(self):
         super().run()
         if getattr(self, 'editable_mode', False):
             return
-        target = Path(self.build_lib) / 'vit5seg' / '.mim' / 'configs'
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(Path(__file__).resolve().parent / 'configs', target,
-                        ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+        mim = Path(self.build_lib) / 'vit5seg' / '.mim'
+        for folder in ('configs', 'tools'):
+            shutil.rmtree(mim / folder, ignore_errors=True)
+            shutil.copytree(HERE / folder, mim / folder, ignore=IGNORED)
+        (mim / 'requirements').mkdir(parents=True, exist_ok=True)
+        shutil.copy(HERE / 'requirements' / 'lock.txt', mim / 'requirements' / 'lock.txt')
+        commit = _commit()
+        if commit:
+            (mim / 'build_info.json').write_text(json.dumps({'commit': commit}))
 
 
-setup(cmdclass={'build_py': BuildPyWithConfigs})
+class SdistWithCommit(sdist):
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        commit = _commit()
+        if commit:
+            (Path(base_dir) / 'build_info.json').write_text(json.dumps({'commit': commit}))
+
+
+setup(cmdclass={'build_py': BuildPyWithRepositoryFiles, 'sdist': SdistWithCommit})

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 SPREAD_OVER_WORKERS = {'tests/test_benchmark_twins.py', 'tests/test_eomt.py'}
 # The longest modules (--durations on 2 cores), handed out first so that the two workers
 # finish together rather than one waiting on a long module it got last.
-LONGEST_FIRST = ['tests/test_benchmark_twins.py', 'tests/test_custom_dataset.py', 'tests/test_seeds.py',
+LONGEST_FIRST = ['tests/test_mmseg_unit_tests.py', 'tests/test_benchmark_twins.py', 'tests/test_custom_dataset.py', 'tests/test_seeds.py',
                  'tests/test_reliability.py', 'tests/test_demo.py', 'tests/test_e2e.py', 'tests/test_selfcheck.py',
                  'tests/test_registry_audit.py', 'tests/test_benchmark.py', 'tests/test_eomt.py']
 

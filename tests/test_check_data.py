@@ -8,6 +8,7 @@ from mmengine.config import Config
 
 from conftest import REPO, run_script
 from vit5seg.datasets import DatasetError, check_config, check_dataset_config, format_report, make_synthetic_data
+from vit5seg.paths import repository_root
 
 TINY = REPO / 'configs' / 'tiny'
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1'}
@@ -79,9 +80,11 @@ def test_split_lists_name_what_is_missing(tmp_path, monkeypatch):
 def test_missing_data_root_and_config(tmp_path):
     out = _tool(REPO / 'configs' / 'coco_stuff' / 'vit5-base_upernet_coco_stuff164k.py', tmp_path)
     assert out.returncode == 1
+    repo = repository_root()  # None in a regular install, whose configs name no clone
+    origin = f"; the repository's configs name theirs from the repository root, {repo})" if repo else ')'
     assert out.stdout.splitlines()[0] == (
         f"train_dataloader.dataset.data_root: 'data/coco_stuff164k' does not exist (relative paths are from the "
-        f"working directory, {tmp_path}; the repository's configs name theirs from the repository root, {REPO}); "
+        f"working directory, {tmp_path}{origin}; "
         f"set data_root in the config or with --cfg-options train_dataloader.dataset.data_root=PATH")
     missing = _tool(tmp_path / 'nope.py', tmp_path)
     assert missing.returncode == 1 and missing.stderr.startswith('error: ') and 'nope.py' in missing.stderr

@@ -91,20 +91,63 @@ def test_init_dist_and_ddp_on_cpu():
     assert stdout.split() == ['gloo', '1']
 
 
-def test_a_compiled_mmcv_ext_keeps_its_kernels():
-    """With full mmcv (a real ``mmcv._ext``) nothing is replaced by the pure-PyTorch stand-ins."""
-    _run("""
-        import sys, types
-        class CompiledExt(types.ModuleType):   # what full mmcv provides: every kernel mmcv.ops asks for
-            def __getattr__(self, name):
-                if name.startswith('__'):
-                    raise AttributeError(name)
-                return lambda *args, **kwargs: None
-        sys.modules['mmcv._ext'] = CompiledExt('mmcv._ext')
+COMPILED_EXT = """
+# Stands in for full mmcv's compiled mmcv/_ext*.so: every kernel mmcv.ops asks for exists and
+# records its call; the few that the checks below reach return what the real kernel would
+# shape (the values are not the point: which code ran is).
+import torch
+CALLS = []
+
+
+def ms_deform_attn_forward(value, shapes, start, locations, weights, im2col_step):
+    CALLS.append('ms_deform_attn_forward')
+    return value.new_zeros(value.shape[0], locations.shape[1], value.shape[2] * value.shape[3])
+
+
+def __getattr__(name):
+    if name.startswith('__'):
+        raise AttributeError(name)
+    def kernel(*args, **kwargs):
+        CALLS.append(name)
+    return kernel
+"""
+
+
+def test_full_mmcv_keeps_its_compiled_kernels_and_gets_no_stand_in(tmp_path):
+    """Where mmcv's compiled ops import (full mmcv), vit5seg installs no stand-in: not the
+    import-time ``mmcv._ext`` module, not the pure-PyTorch ops; the CUDA branches of mmcv and
+    mmseg reach the compiled kernels, as without vit5seg."""
+    (tmp_path / '_ext.py').write_text(COMPILED_EXT)
+    _run(f"""
+        import sys
+        import mmcv
+        mmcv.__path__.append({str(tmp_path)!r})     # mmcv/_ext found as a file of the mmcv package
+        import torch
         import vit5seg
-        from vit5seg import compat
-        import mmcv.ops.multi_scale_deform_attn as msda, mmcv.ops.psa_mask as psa
-        assert compat.has_compiled_mmcv_ops()
+        from vit5seg import compat, ops
+        from vit5seg.utils.cuda_simulation import CudaLikeTensor, simulated_cuda
+        import mmcv._ext as ext
+        import mmcv.ops, mmcv.ops.focal_loss, mmcv.ops.psa_mask as psa, mmcv.ops.multi_scale_deform_attn as msda
+        import mmseg.models.losses.focal_loss as mmseg_focal
+        import mmdet.models.losses.focal_loss as mmdet_focal
+        assert ext.__file__ == {str(tmp_path / '_ext.py')!r} and compat.has_compiled_mmcv_ops()
+        assert not any(isinstance(f, compat._ExtStandInFinder) for f in sys.meta_path)
         assert msda.MultiScaleDeformableAttnFunction.__module__ == 'mmcv.ops.multi_scale_deform_attn'
         assert psa.psa_mask.__self__.__name__ == 'PSAMaskFunction'
+        assert mmcv.ops.sigmoid_focal_loss is mmcv.ops.focal_loss.sigmoid_focal_loss
+        assert mmcv.ops.sigmoid_focal_loss.__self__.__module__ == 'mmcv.ops.focal_loss'
+        assert mmseg_focal._sigmoid_focal_loss is mmdet_focal._sigmoid_focal_loss is mmcv.ops.sigmoid_focal_loss
+
+        cuda = lambda t: t.as_subclass(CudaLikeTensor)
+        attn = mmcv.ops.MultiScaleDeformableAttention(embed_dims=32, num_heads=4, num_levels=1, num_points=2,
+                                                      batch_first=True, dropout=0.)
+        query = torch.randn(1, 16, 32)
+        with simulated_cuda():
+            attn(cuda(query), value=cuda(query), reference_points=torch.rand(1, 16, 1, 2),
+                 spatial_shapes=torch.tensor([[4, 4]]), level_start_index=torch.tensor([0]))
+            from mmseg.models.losses import FocalLoss
+            FocalLoss(use_sigmoid=True)(cuda(torch.randn(2, 3, 4, 4)), cuda(torch.randint(0, 3, (2, 4, 4))))
+            mmcv.ops.PSAMask('collect', (3, 3))(cuda(torch.randn(1, 9, 4, 4)))
+        assert ext.CALLS == ['ms_deform_attn_forward', 'sigmoid_focal_loss_forward', 'psamask_forward'], ext.CALLS
+        assert not any(ops.FALLBACK_CALLS.values()), ops.FALLBACK_CALLS   # no stand-in ran
     """)

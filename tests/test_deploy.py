@@ -13,8 +13,8 @@ from mmseg.utils import register_all_modules
 
 from conftest import REPO, run_script
 from vit5seg.deploy import OnnxSession, slide_windows
-from vit5seg.deploy.export import (AdaptiveAvgPool2dByMatmul, ExportError, OnnxSegmentor, export_onnx,
-                                   generated_image, main)
+from vit5seg.deploy.export import (AdaptiveAvgPool2dByMatmul, ExportError, OnnxSegmentor, dynamic_export_supported,
+                                   export_onnx, generated_image, main)
 from vit5seg.engine.launch import run_tool
 
 pytest.importorskip('onnxruntime')  # the deploy extra (installed with the tests)
@@ -34,6 +34,8 @@ def tiny_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def dynamic_export(tiny_checkpoint, tmp_path_factory):
+    if not dynamic_export_supported():  # the second test environment's older torch
+        pytest.skip(f'torch {torch.__version__}: the dynamic-shape export needs torch >= 2.10')
     out = tmp_path_factory.mktemp('onnx') / 'dynamic.onnx'
     assert main([str(TINY), str(tiny_checkpoint), '--out', str(out), '--dynamic', '--example-shape', '64', '96',
                  '--repeats', '1']) == 0
@@ -125,6 +127,14 @@ def test_a_checkpoint_that_does_not_fit_is_one_error(tiny_checkpoint, tmp_path):
     assert 'error:' in out.stderr and 'does not fit EncoderDecoder' in out.stderr
     assert 'unexpected in checkpoint' in out.stderr and 'backbone.reg_token' in out.stderr
     assert 'Traceback' not in out.stderr and not (tmp_path / 'x.onnx').exists()
+
+
+def test_a_dynamic_export_on_a_torch_whose_exporter_cannot_is_one_error(tiny_checkpoint, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch, '__version__', '2.9.1+cu128')
+    with pytest.raises(ExportError, match=r'^--dynamic needs torch >= 2.10, .* this is torch 2.9.1\+cu128. Export at '
+                                          r'a fixed size'):
+        export_onnx(_loaded(tiny_checkpoint), tmp_path / 'd.onnx', shape=(64, 64), dynamic=True)
+    assert not (tmp_path / 'd.onnx').exists()
 
 
 class Singular(torch.nn.Module):

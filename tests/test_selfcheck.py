@@ -3,11 +3,13 @@ the report's form. (The full CPU run, with DDP, compile and figures, is in the c
 notes and docs/gpus.md: about 2.5 minutes on 2 cores.)"""
 import json
 import os
+import subprocess
 
 import pytest
 import torch
 
 from conftest import REPO, run_script
+import vit5seg
 from vit5seg import selfcheck
 from vit5seg.selfcheck import checks, figures, machine
 
@@ -21,6 +23,13 @@ def test_quick_cpu_run_passes_and_writes_the_report(tmp_path):
     env = report['environment']
     assert env['torch'] and env['mmseg'] == '1.2.2' and env['mmcv'].startswith('mmcv-lite')
     assert env['mmcv_compiled_ops'] is False and env['gpus'] == []
+    # the code that made the report: the clone's commit, read here with git itself
+    head = subprocess.run(['git', '-C', str(REPO), 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    assert env['vit5seg'] == vit5seg.__version__ and env['vit5seg_commit'].startswith(head)
+    assert env['vit5seg_install'] in ('editable', 'regular', 'source tree')
+    locked = dict(line.split('==') for line in (REPO / 'requirements' / 'lock.txt').read_text().splitlines()
+                  if '==' in line and not line.startswith('#'))
+    assert report['tested_set']['torch'] == locked['torch'] and report['tested_set']['python'] == '3.11'
     checks = {c['name']: c for c in report['checks']}
     assert list(checks) == list(selfcheck.CHECKS)
     for name, check in checks.items():
@@ -31,6 +40,7 @@ def test_quick_cpu_run_passes_and_writes_the_report(tmp_path):
     assert report['figures'] == {}
     text = (tmp_path / 'report' / 'selfcheck.md').read_text()
     assert '| train_resume_test | pass |' in text and '| mmcv_compiled_ops | False |' in text
+    assert f"| torch | {env['torch']} | {locked['torch']} |" in text and f'commit {head}' in text
     assert '[pass] heads' in out.stdout
 
 

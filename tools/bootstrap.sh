@@ -1,35 +1,86 @@
 #!/usr/bin/env bash
-# Set up everything on a machine that has only Python 3.11, then run the demo or the tests.
-#   bash tools/bootstrap.sh demo [demo args]    # install, then ViT-5-S + UperNet on a generated image
-#   bash tools/bootstrap.sh test [pytest args]  # install with test extras, then the test suite
+# Set up everything on a machine that has Python 3.11 (and 3.12 for the tests' second
+# environment), then run the demo or the tests.
+#   bash tools/bootstrap.sh demo [demo args]    # install, then the tiny ViT-5 + UperNet on synthetic data
+#   bash tools/bootstrap.sh test [pytest args]  # the suite in the locked environment, then the fast tier in a second one
+#
+# The locked environment (.venv, Python 3.11) is the exact tested set: pyproject.toml's
+# ranges constrained by requirements/lock.txt. The second one (.venv-second) is a user's: Python
+# 3.12 with the oldest torch and timm pyproject.toml admits already installed
+# (requirements/second-env.txt), into which the sdist's wheel is installed like any package,
+# keeping that torch. VIT5SEG_SECOND_ENV=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 job=${1:?usage: bash tools/bootstrap.sh demo|test [args]}
 shift
+case "$job" in demo|test) ;; *) echo "unknown job '$job': use demo or test" >&2; exit 2 ;; esac
 python=${PYTHON:-$(command -v python3.11 || command -v python3)}
-# The pinned torch is its CUDA build: a first install makes .venv about 6.4 GB. Say so
-# before pip fills the disk halfway (VIT5SEG_BOOTSTRAP_NEED_MB=0 skips the check).
-need_mb=${VIT5SEG_BOOTSTRAP_NEED_MB:-6200}
-if ! compgen -G ".venv/lib/python*/site-packages/torch" >/dev/null; then
+
+# Each torch is its CUDA build: about 6.4 GB a venv. Say so before pip fills the disk
+# halfway (VIT5SEG_BOOTSTRAP_NEED_MB=0 skips the check).
+need_space() {  # VENV
+  local need_mb=${VIT5SEG_BOOTSTRAP_NEED_MB:-6200} free_mb
+  compgen -G "$1/lib/python*/site-packages/torch" >/dev/null && return 0
   free_mb=$("$python" -c 'import shutil; print(shutil.disk_usage(".").free // 2**20)')
   if [ "$free_mb" -lt "$need_mb" ]; then
     echo "bootstrap: $PWD has $free_mb MB free; the install needs about $need_mb MB there" \
          "(torch's CUDA build): free some space, or set VIT5SEG_BOOTSTRAP_NEED_MB=0 to try anyway" >&2
     exit 1
   fi
-fi
+}
+
+pip_quiet() {  # VENV LOG pip-args...: pip's output only if it fails
+  local venv=$1 log=$2
+  shift 2
+  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@" >"$log" 2>&1; then
+    grep -v 'is ignored: it is neither' "$log" >&2
+    echo "bootstrap: pip install failed (full log: $log)" >&2
+    exit 1
+  fi
+}
+
+need_space .venv
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 extras=""
 [ "$job" = test ] && extras="[tests]"
-if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".$extras" >.venv/pip.log 2>&1; then
-  grep -v 'is ignored: it is neither' .venv/pip.log >&2
-  echo "bootstrap: pip install failed (full log: .venv/pip.log)" >&2
-  exit 1
-fi
+pip_quiet .venv .venv/pip.log -c requirements/lock.txt -e ".$extras"
 # Two cores: torch's threads must not fight dataloader workers (30x slower seen here).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-case "$job" in
-  demo) exec .venv/bin/python -m vit5seg.demo "$@" ;;
-  test) exec .venv/bin/python -m pytest "$@" ;;
-  *) echo "unknown job '$job': use demo or test" >&2; exit 2 ;;
-esac
+[ "$job" = demo ] && exec .venv/bin/python -m vit5seg.demo "$@"
+
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+[ "${VIT5SEG_SECOND_ENV:-1}" = 0 ] && exit "$status"
+
+# --- the second environment: another Python, another torch, a regular install ---------
+second=.venv-second
+python2=${PYTHON_SECOND:-$(command -v python3.12 || true)}
+if [ -z "$python2" ]; then
+  echo "bootstrap: the second test environment needs python3.12 (or PYTHON_SECOND=/path/to/python);" \
+       "VIT5SEG_SECOND_ENV=0 skips it" >&2
+  exit 1
+fi
+need_space "$second"
+[ -x "$second/bin/python" ] || "$python2" -m venv "$second"
+pip_quiet "$second" "$second/pip.log" -r requirements/second-env.txt build
+before=$("$second/bin/python" -c 'import torch; print(torch.__version__)')
+dist=$(mktemp -d)
+if ! "$second/bin/python" -m build --outdir "$dist" . >"$second/build.log" 2>&1; then  # the sdist, then its wheel
+  cat "$second/build.log" >&2
+  echo "bootstrap: building the sdist and its wheel failed (log: $second/build.log)" >&2
+  exit 1
+fi
+wheel=$(ls "$dist"/vit5seg-*.whl)
+pip_quiet "$second" "$second/pip-vit5seg.log" --force-reinstall --no-deps "$wheel"
+pip_quiet "$second" "$second/pip-vit5seg.log" "$wheel[tests]"
+rm -rf "$dist"
+after=$("$second/bin/python" -c 'import torch; print(torch.__version__)')
+if [ "$before" != "$after" ]; then
+  echo "bootstrap: installing vit5seg replaced the environment's torch $before with $after" >&2
+  exit 1
+fi
+echo "second environment: $("$second/bin/python" -c 'import platform, torch, timm, vit5seg.paths as p;
+print(f"Python {platform.python_version()}, torch {torch.__version__}, timm {timm.__version__}, vit5seg {p.install_kind()} install")')"
+# from tests/: the installed vit5seg is imported, not the clone's
+(cd tests && "../$second/bin/python" -m pytest -c ../pyproject.toml --rootdir .. -m 'not slow or install' "$@") || status=$?
+exit "$status"

@@ -22,8 +22,8 @@ _applied = False
 # mmcv 2.1.0 cannot be compiled against torch 2.14, and mmcv-lite ships no ``_ext``,
 # yet ``import mmseg.models`` imports ``mmcv.ops``, which loads it. The stand-in lets
 # every import succeed; an op that is really called raises ModuleNotFoundError (the
-# error mmseg's guarded imports expect) naming the op. A real compiled ``_ext`` is
-# always found first: the finder sits at the end of ``sys.meta_path``.
+# error mmseg's guarded imports expect) naming the op. Where a real compiled ``_ext``
+# exists (full mmcv) the finder is not installed at all.
 
 class MissingMmcvOp(ModuleNotFoundError):
     pass
@@ -80,7 +80,10 @@ class _ExtStandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install_mmcv_ext_standin() -> None:
-    if not any(isinstance(f, _ExtStandInFinder) for f in sys.meta_path):
+    """Only where mmcv has no ``_ext`` of its own (mmcv-lite): full mmcv gets no stand-in."""
+    if any(isinstance(f, _ExtStandInFinder) for f in sys.meta_path):
+        return
+    if importlib.util.find_spec('mmcv._ext') is None:  # imports mmcv, then looks along its __path__
         sys.meta_path.append(_ExtStandInFinder())
 
 

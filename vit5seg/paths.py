@@ -1,29 +1,109 @@
-"""Where the repository's configs are, in a clone (and an editable install) and in a
-regular install, whose wheel carries a copy as ``vit5seg/.mim/configs`` (setup.py), the
-place OpenMMLab packages keep theirs."""
+"""Where the repository's configs, tools and lock file are, and how this copy of vit5seg is
+installed.
+
+A clone (and an editable install of it) has them beside the package. A regular install has
+no clone: its wheel carries copies under ``vit5seg/.mim/`` (setup.py), where OpenMMLab
+packages keep theirs (``mmseg/.mim/configs``, ``mmseg/.mim/tools``). Code finds them here,
+never through its own file's parents, so every tool runs from site-packages and any folder.
+"""
+import importlib.metadata
+import json
+import subprocess
 from pathlib import Path
 from typing import Optional
 
 PACKAGE = Path(__file__).resolve().parent
-_MARKER = 'vit5_upernet_ade20k.py'  # a foreign top-level ``configs`` folder does not have it
+MIM = PACKAGE / '.mim'
+_MARKERS = {'configs': 'vit5_upernet_ade20k.py', 'tools': 'train.py'}  # a foreign folder of that name lacks it
+LOCK = 'requirements/lock.txt'
 
 
 def repository_root() -> Optional[Path]:
     """The clone this package runs from (an editable install), or None (a regular install)."""
     root = PACKAGE.parent
-    return root if (root / 'configs' / _MARKER).is_file() else None
+    return root if (root / 'configs' / _MARKERS['configs']).is_file() else None
+
+
+def _shipped_root(kind: str) -> Path:
+    for root in (MIM / kind, PACKAGE.parent / kind):
+        if (root / _MARKERS[kind]).is_file():
+            return root
+    raise FileNotFoundError(
+        f'vit5seg finds no {kind}: neither {MIM / kind} (a regular install) nor {PACKAGE.parent / kind} (a clone) '
+        'has them. Reinstall with `pip install .` or `pip install -e .` from a clone of the repository.')
 
 
 def config_root() -> Path:
-    for root in (PACKAGE / '.mim' / 'configs', PACKAGE.parent / 'configs'):
-        if (root / _MARKER).is_file():
-            return root
-    raise FileNotFoundError(
-        f'vit5seg finds no configs: neither {PACKAGE / ".mim" / "configs"} (a regular install) nor '
-        f'{PACKAGE.parent / "configs"} (a clone) has them. Reinstall with `pip install .` or `pip install -e .` '
-        'from a clone of the repository.')
+    return _shipped_root('configs')
 
 
 def config_path(name: str) -> Path:
     """``config_path('tiny/vit5_upernet_synthetic.py')``: that file of the repository's configs."""
     return config_root() / name
+
+
+def tools_root() -> Path:
+    return _shipped_root('tools')
+
+
+def tool_path(name: str) -> Path:
+    """``tool_path('train.py')``: the repository's ``tools/train.py``, in a clone or an install."""
+    return tools_root() / name
+
+
+def lock_file() -> Optional[Path]:
+    """requirements/lock.txt, the exact tested set (None where a build left it out)."""
+    for path in (MIM / LOCK, PACKAGE.parent / LOCK):
+        if path.is_file():
+            return path
+    return None
+
+
+def locked_versions() -> dict:
+    """``{'torch': '2.14.1', ...}`` from the lock file (names lower-cased, ``_`` as ``-``)."""
+    path = lock_file()
+    if path is None:
+        return {}
+    pins = {}
+    for line in path.read_text().splitlines():
+        name, sep, version = line.split('#')[0].strip().partition('==')
+        if sep:
+            pins[name.strip().lower().replace('_', '-')] = version.strip()
+    return pins
+
+
+def install_kind() -> str:
+    """'editable' (pip install -e), 'regular' (a wheel in site-packages) or 'source tree'
+    (imported from a folder on sys.path that pip did not install)."""
+    try:
+        dist = importlib.metadata.distribution('vit5seg')
+    except importlib.metadata.PackageNotFoundError:
+        return 'source tree'
+    if Path(dist.locate_file('vit5seg/__init__.py')).resolve() == PACKAGE / '__init__.py':
+        return 'regular'
+    direct = json.loads(dist.read_text('direct_url.json') or '{}')
+    url = direct.get('url', '')
+    if direct.get('dir_info', {}).get('editable') and url.startswith('file://') and \
+            Path(url[len('file://'):]).resolve() == PACKAGE.parent:
+        return 'editable'
+    return 'source tree'  # pip installed another copy; this one is imported from elsewhere
+
+
+def git_commit() -> Optional[str]:
+    """The commit of the clone this runs from (``+ changes`` when the tree differs from it),
+    or the one a regular install was built from (setup.py records it), or None."""
+    root = repository_root()
+    if root is not None and (root / '.git').exists():
+        try:
+            head = subprocess.run(['git', '-C', str(root), 'rev-parse', 'HEAD'], capture_output=True, text=True,
+                                  timeout=10)
+            status = subprocess.run(['git', '-C', str(root), 'status', '--porcelain', '--untracked-files=no'],
+                                    capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if head.returncode == 0:
+            return head.stdout.strip() + (' + changes' if status.stdout.strip() else '')
+    info = MIM / 'build_info.json'
+    if info.is_file():
+        return json.loads(info.read_text()).get('commit')
+    return None

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..paths import config_path, repository_root, tool_path
 from .check import check_split
 from .validation import DatasetError
 
 SPLITS = ('train', 'val')
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png')
-CONFIGS = Path(__file__).resolve().parents[2] / 'configs'
 # --arch -> the config whose backbone, weights and recipe a custom config inherits
 ARCH_CONFIGS = {
     'vit5-small': 'vit5/vit5-small_upernet_ade20k.py', 'vit5-base': 'vit5_upernet_ade20k.py',
@@ -106,12 +106,10 @@ def default_palette(num_classes: int) -> List[List[int]]:
 def _base_path(base: Path, out: Path) -> str:
     """The ``_base_`` entry: relative when config and base share a tree (a clone's
     configs/custom/), absolute otherwise (a config kept with the data)."""
-    base, out = base.resolve(), out.resolve()
-    try:
-        out.relative_to(CONFIGS.parent)
+    base, out, root = base.resolve(), out.resolve(), repository_root()
+    if root is not None and out.is_relative_to(root) and base.is_relative_to(root):
         return osp.relpath(base, out.parent)
-    except ValueError:
-        return str(base)
+    return str(base)
 
 
 def write_custom_config(found: CustomDataset, out, base: Optional[str] = None, arch: str = 'vit5-base',
@@ -123,7 +121,7 @@ def write_custom_config(found: CustomDataset, out, base: Optional[str] = None, a
     if base is None:
         if arch not in ARCH_CONFIGS:
             raise DatasetError(f'--arch {arch!r}: choose one of {", ".join(ARCH_CONFIGS)}')
-        base_path = CONFIGS / ARCH_CONFIGS[arch]
+        base_path = config_path(ARCH_CONFIGS[arch])
     else:
         base_path = Path(base).resolve()
     if not base_path.is_file():
@@ -205,8 +203,8 @@ default_hooks = dict(checkpoint=dict(interval={interval}))
 def commands(config: Path, iters: int, gpus: int = 8) -> List[str]:
     """A look at some samples, then the train and test commands (one GPU or CPU, then
     ``gpus`` GPUs), runnable from here."""
-    tools = CONFIGS.parent / 'tools'
-    if Path.cwd().resolve().is_relative_to(CONFIGS.parent):
+    tools = tool_path('train.py').parent
+    if Path.cwd().resolve().is_relative_to(tools.parent):
         tools = Path(osp.relpath(tools))
     checkpoint = Path('work_dirs') / config.stem / f'iter_{iters}.pth'  # train.py's default work dir
     return [f'python {tools / "browse_dataset.py"} {config} --out {checkpoint.parent / "samples"}',

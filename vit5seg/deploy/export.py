@@ -151,10 +151,24 @@ def inference_settings(cfg) -> dict:
     return settings
 
 
+# torch 2.7-2.9's exporters fail on the dynamic-shape graph (torch.export on 2.9, a
+# broadcast baked in at the example size on 2.7 and 2.8); 2.10 is the first that exports it
+# whole (docs/compatibility.md). Fixed-size exports work on every supported torch.
+DYNAMIC_EXPORT_TORCH = (2, 10)
+
+
+def dynamic_export_supported() -> bool:
+    return tuple(int(v) for v in torch.__version__.split('+')[0].split('.')[:2]) >= DYNAMIC_EXPORT_TORCH
+
+
 def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), dynamic: bool = False,
                 opset: Optional[int] = None, settings: Optional[dict] = None) -> Path:
     """Export ``segmentor`` (an mmseg EncoderDecoder on CPU, eval mode) to ``out``;
     ``settings`` (:func:`inference_settings`) go into the model's metadata."""
+    if dynamic and not dynamic_export_supported():
+        raise ExportError(f'--dynamic needs torch >= {".".join(map(str, DYNAMIC_EXPORT_TORCH))}, whose ONNX exporter '
+                          f'takes the dynamic-shape graph; this is torch {torch.__version__}. Export at a fixed size '
+                          '(leave out --dynamic) or upgrade torch')
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     wrapper = OnnxSegmentor(segmentor).eval()

@@ -62,14 +62,19 @@ def _wrap_save_checkpoint(save_checkpoint):
     return save_checkpoint_atomically
 
 
+# Both loaders take mmengine's arguments and return what its own would; a file that cannot
+# be read raises the builtin error torch.load would (read_checkpoint's errors subclass it).
+
 def load_local_checkpoint(filename, map_location=None):
     """The CheckpointLoader scheme for local paths (mmengine's calls plain torch.load)."""
     return read_checkpoint(osp.expanduser(filename), allow_unsafe=_allow_unsafe, map_location=map_location)
 
 
-def load_url_checkpoint(filename, map_location=None):
-    """The CheckpointLoader scheme for http(s) URLs: cached download, then a local read."""
-    return read_checkpoint(filename, allow_unsafe=_allow_unsafe, map_location=map_location)
+def load_url_checkpoint(filename, map_location=None, model_dir=None, progress=os.isatty(0)):
+    """The CheckpointLoader scheme for http(s) URLs: cached download (into ``model_dir``
+    when given, as mmengine's), then a local read."""
+    return read_checkpoint(filename, allow_unsafe=_allow_unsafe, map_location=map_location, folder=model_dir,
+                           progress=progress)
 
 
 _ITER_CKPT = re.compile(r'^(iter|epoch)_(\d+)\.pth$')

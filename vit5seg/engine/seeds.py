@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-TOOLS = Path(__file__).resolve().parents[2] / 'tools'
+from ..paths import tool_path
+
 
 
 @dataclass
@@ -44,12 +45,12 @@ def seed_runs(config: str, seeds: Sequence[int], launcher: str = 'none', gpus: i
                 *train_args]
         env = {}
         if launcher == 'pytorch':
-            argv = ['bash', str(TOOLS / 'dist_train.sh'), config, str(gpus), *args]
+            argv = ['bash', str(tool_path('dist_train.sh')), config, str(gpus), *args]
         elif launcher == 'slurm':
-            argv = ['bash', str(TOOLS / 'slurm_train.sh'), partition, f'{name}_seed{seed}', config, *args]
+            argv = ['bash', str(tool_path('slurm_train.sh')), partition, f'{name}_seed{seed}', config, *args]
             env = {'GPUS': str(gpus)}
         else:
-            argv = [sys.executable, str(TOOLS / 'train.py'), config, *args]
+            argv = [sys.executable, str(tool_path('train.py')), config, *args]
         runs.append(SeedRun(seed, work_dir, argv, env))
     return runs
 

@@ -30,46 +30,63 @@ class CheckpointError(ValueError, ToolError):
     """A checkpoint that cannot be read or does not fit the model."""
 
 
+# A file that cannot be read is also the builtin error mmengine's own loader (plain
+# torch.load) raises for it, because vit5seg reads every checkpoint the Runner loads:
+# callers of mmengine that catch those (mmseg's own tests catch OSError for a missing
+# file) see no difference.
+class CheckpointNotFound(CheckpointError, FileNotFoundError):
+    """No file at that path."""
+
+
+class UnsafeCheckpoint(CheckpointError, pickle.UnpicklingError):
+    """A pickle that only full unpickling can read (torch.load's weights_only error type)."""
+
+
+class UnreadableCheckpoint(CheckpointError, RuntimeError):
+    """A truncated file, or one that is no PyTorch checkpoint (torch.load's RuntimeError)."""
+
+
 # Plain containers the authors' training scripts pickle next to the weights
 # (``args``); allowed for ``weights_only`` loading, nothing that can run code.
 _SAFE_GLOBALS = [argparse.Namespace]
 
 
-def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256: Optional[str] = None):
+def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256: Optional[str] = None,
+                    folder=None, progress: bool = True):
     """Load a ``.pth``/``.bin``/``.safetensors`` file without executing pickled code.
 
     ``path`` may be an http(s) URL: downloaded once into torch's hub cache
     (:mod:`vit5seg.hub`), then read like a local file. ``sha256`` (full or a prefix of
     8+ hex digits) is checked first. ``allow_unsafe=True`` falls back to full
     unpickling, with a warning: only for files from a source you trust.
-    ``map_location`` is torch.load's.
+    ``map_location`` is torch.load's; ``folder`` replaces the hub cache for URLs.
     """
-    local = Path(resolve(path, sha256))
+    local = Path(resolve(path, sha256, progress, folder))
     try:
         return _read_local(local, allow_unsafe, map_location)
     except CheckpointError as e:
-        if is_url(path) and not str(e).startswith('refusing'):
-            raise CheckpointError(f'{e}; it is the cached download of {path}: delete it to download again') from None
+        if is_url(path) and not isinstance(e, UnsafeCheckpoint):
+            raise type(e)(f'{e}; it is the cached download of {path}: delete it to download again') from None
         raise
 
 
 def _read_local(path: Path, allow_unsafe: bool, map_location):
     if not path.is_file():
-        raise CheckpointError(f'checkpoint {path} does not exist{_where_to_get(path)}')
+        raise CheckpointNotFound(f'checkpoint {path} does not exist{_where_to_get(path)}')
     if path.suffix == '.safetensors':
         from safetensors.torch import load_file
         device = str(map_location) if isinstance(map_location, (str, torch.device)) else 'cpu'
         try:
             return load_file(str(path), device=device)
         except Exception as e:  # safetensors raises its own error types
-            raise CheckpointError(f'cannot read {path}: {e}') from e
+            raise UnreadableCheckpoint(f'cannot read {path}: {e}') from e
     try:
         with torch.serialization.safe_globals(_SAFE_GLOBALS):
             return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         if not allow_unsafe:
             reason = str(e).strip().splitlines()[0]
-            raise CheckpointError(
+            raise UnsafeCheckpoint(
                 f'refusing to load {path}: it needs unsafe unpickling, which can run code '
                 f'({reason}). If you trust the file, pass allow_unsafe=True '
                 f'(--allow-unsafe on the command line).') from None
@@ -77,7 +94,7 @@ def _read_local(path: Path, allow_unsafe: bool, map_location):
                       'this runs any code the file contains', stacklevel=2)
         return torch.load(path, map_location=map_location, weights_only=False)
     except (RuntimeError, EOFError, OSError) as e:
-        raise CheckpointError(f'cannot read {path}: truncated or not a PyTorch checkpoint ({e})') from None
+        raise UnreadableCheckpoint(f'cannot read {path}: truncated or not a PyTorch checkpoint ({e})') from None
 
 
 def _where_to_get(path: Path) -> str:

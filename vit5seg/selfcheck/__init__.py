@@ -2,9 +2,11 @@
 
     python tools/selfcheck.py [--device cpu|cuda] [--gpus N] [--quick] --out DIR
 
-Writes ``DIR/selfcheck.json`` ({"environment", "checks", "figures", "estimates"}) and a
-readable ``DIR/selfcheck.md``; exits 1 if any check fails. ``environment`` says what the
-machine is, ``checks`` holds the checks, ``figures`` the measurements.
+Writes ``DIR/selfcheck.json`` ({"environment", "tested_set", "checks", "figures",
+"estimates"}) and a readable ``DIR/selfcheck.md``; exits 1 if any check fails.
+``environment`` says what the machine is and which code ran (version, commit, how it is
+installed), ``tested_set`` the lock's versions beside it, ``checks`` holds the checks,
+``figures`` the measurements.
 """
 import argparse
 import json
@@ -16,7 +18,7 @@ import torch
 
 from .checks import CHECKS, ENTRY_CONFIGS, QUICK, Context, Skip
 from .figures import estimate_line, rms_norm_figures, schedule_estimates, segmentor_figures
-from .machine import default_device, environment, no_cuda_reason, nvidia_gpus
+from .machine import default_device, environment, no_cuda_reason, nvidia_gpus, tested_set
 
 __all__ = ['CHECKS', 'QUICK', 'main', 'selfcheck']
 
@@ -41,13 +43,15 @@ def run_checks(ctx: Context, names, quick: bool) -> List[dict]:
 
 
 def report_markdown(report: dict) -> str:
-    env = report['environment']
-    lines = ['# vit5seg self-check', '', f"device: {report['device']}" + (' (--quick)' if report['quick'] else ''), '',
-             '## Environment', '', '| | |', '|---|---|']
+    env, tested = report['environment'], report.get('tested_set', {})
+    lines = ['# vit5seg self-check', '', f"device: {report['device']}" + (' (--quick)' if report['quick'] else ''),
+             f"code: vit5seg {env.get('vit5seg')}, commit {env.get('vit5seg_commit')}, {env.get('vit5seg_install')} "
+             'install', '', '## Environment', '',
+             '| | this machine | tested set (requirements/lock.txt) |', '|---|---|---|']
     for key, value in env.items():
         if key == 'gpus':
             value = '; '.join(f"{g['name']} ({g['memory_gib']} GiB, sm {g['capability']})" for g in value) or 'none'
-        lines.append(f'| {key} | {value} |')
+        lines.append(f"| {key} | {value} | {tested.get(key, '')} |")
     lines += ['', '## Checks', '', '| check | status | seconds | detail |', '|---|---|---|---|']
     lines += [f"| {c['name']} | {c['status']} | {c['seconds']} | {c['detail']} |" for c in report['checks']]
     lines += ['', '## Figures', '']
@@ -76,7 +80,7 @@ def selfcheck(device: Optional[str] = None, gpus: Optional[int] = None, quick: b
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(device, gpus, out.resolve(), threads=torch.get_num_threads())
-    report = dict(device=device, quick=quick, environment=environment())
+    report = dict(device=device, quick=quick, environment=environment(), tested_set=tested_set())
     report['checks'] = run_checks(ctx, checks or list(CHECKS), quick)
     report['figures'] = {}
     if figures and not quick:

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List
 import torch
 
 from .. import compat, ops
-from ..paths import PACKAGE, config_path, config_root
+from ..paths import config_path, config_root, tool_path
 
 TINY_CONFIG = config_path('tiny/vit5_upernet_synthetic.py')
 HEAD_CONFIGS = [config_path('vit5_upernet_ade20k.py'), *sorted((config_root() / 'heads').glob('*.py')),
@@ -63,13 +63,8 @@ def _tiny_data(work: Path) -> List[str]:
 
 
 def _tool(name: str) -> List[str]:
-    """The command of ``tools/<name>.py`` (a regular install has no tools/: the same entry
-    point through ``python -c``)."""
-    script = PACKAGE.parent / 'tools' / f'{name}.py'
-    if script.is_file():
-        return [str(script)]
-    return ['-c', f'import sys, vit5seg; from vit5seg.engine.launch import run_tool, {name}; '
-                  f'sys.argv[0] = {name!r}; run_tool({name})']
+    """The command of ``tools/<name>.py``, in a clone or a regular install."""
+    return [str(tool_path(f'{name}.py'))]
 
 
 def _free_port() -> int:

@@ -4,12 +4,16 @@ import contextlib
 import importlib.metadata
 import os
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Optional
 
 import torch
+
+from .. import paths
+from ..version import __version__
 
 # Minimum NVIDIA driver of each CUDA major release (minor-version compatibility, Linux;
 # NVIDIA's CUDA compatibility guide): a torch wheel built for CUDA X.y runs on these or newer.
@@ -37,11 +41,33 @@ def environment() -> dict:
                        for i in range(torch.cuda.device_count())]
         env['bf16_supported'] = torch.cuda.is_bf16_supported()
     env['nvidia_driver'] = (nvidia_gpus() or {}).get('driver')
-    mmcv_kind = 'mmcv-lite' if _version('mmcv-lite') else 'mmcv'
+    mmcv_kind = 'mmcv' if _version('mmcv') else 'mmcv-lite'
     env.update(mmengine=_version('mmengine'), mmcv=f'{mmcv_kind} {_version(mmcv_kind)}',
                mmcv_compiled_ops=compat.has_compiled_mmcv_ops(), mmseg=_version('mmsegmentation'),
-               mmdet=_version('mmdet'), timm=_version('timm'), vit5seg=_version('vit5seg'))
+               mmdet=_version('mmdet'), timm=_version('timm'), vit5seg=__version__,
+               vit5seg_commit=paths.git_commit() or 'unknown (no clone, and not built from one)',
+               vit5seg_install=paths.install_kind())
     return env
+
+
+# environment() key -> its name in requirements/lock.txt
+_LOCKED_AS = {'torch': 'torch', 'mmengine': 'mmengine', 'mmcv': 'mmcv-lite', 'mmseg': 'mmsegmentation',
+              'mmdet': 'mmdet', 'timm': 'timm'}
+
+
+def tested_set() -> dict:
+    """The exact tested set beside each environment() key it covers: ``{'python': '3.11',
+    'torch': '2.14.1', 'mmcv': 'mmcv-lite 2.1.0', ...}`` (empty without a lock file)."""
+    pins = paths.locked_versions()
+    if not pins:
+        return {}
+    lock = paths.lock_file().read_text()
+    python = re.search(r'for Python (\d+\.\d+)', lock)
+    tested = {'python': python.group(1)} if python else {}
+    for key, name in _LOCKED_AS.items():
+        if name in pins:
+            tested[key] = f'{name} {pins[name]}' if key == 'mmcv' else pins[name]
+    return tested
 
 
 def nvidia_gpus() -> Optional[dict]:
