@@ -15,7 +15,6 @@ from typing import Dict, List, Optional, Sequence
 from ..paths import tool_path
 
 
-
 @dataclass
 class SeedRun:
     seed: int
