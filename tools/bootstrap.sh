@@ -54,7 +54,14 @@ status=0
 
 # --- the second environment: another Python, another torch, a regular install ---------
 second=.venv-second
-python2=${PYTHON_SECOND:-$(command -v python3.12 || true)}
+python2=${PYTHON_SECOND:-}
+# else a python3.12 that runs (a pyenv shim exists even where 3.12 is not an active version)
+for candidate in python3.12 $(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; do
+  [ -z "$python2" ] || break
+  if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+    python2=$candidate
+  fi
+done
 if [ -z "$python2" ]; then
   echo "bootstrap: the second test environment needs python3.12 (or PYTHON_SECOND=/path/to/python);" \
        "VIT5SEG_SECOND_ENV=0 skips it" >&2
