@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from vit5seg.datasets import CUSTOM_CLASSES, make_synthetic_ade20k, make_synthetic_data  # test data only
 
 SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'MANIFEST.in', 'vit5seg', 'configs', 'tools', 'requirements')
 PROBE = """
@@ -98,8 +99,7 @@ def test_a_wheel_built_from_the_sdist_runs_the_tools_from_another_folder(tmp_pat
     assert found['torch'] and found['backbone'] == 'ViT5' and found['schedule'] == 160000  # _base_ files resolved
 
     # run_seeds.py (the wheel's copy) starts the wheel's train.py on the wheel's tiny config
-    _run([python, REPO / 'tools' / 'make_synthetic_ade20k.py', 'data/synthetic_ade20k', '--num-train', '4',
-          '--num-val', '2', '--size', '64'], cwd=elsewhere)
+    make_synthetic_ade20k(elsewhere / 'data' / 'synthetic_ade20k', num_train=4, num_val=2, size=64)
     short = ['train_cfg.max_iters=2', 'train_cfg.val_interval=2', 'default_hooks.checkpoint.interval=2']
     seeds = _run([python, f'{mim}/tools/run_seeds.py', f'{mim}/configs/tiny/vit5_upernet_synthetic.py', '--seeds', '0',
                   '--work-root', 'runs', '--cfg-options', *short], cwd=elsewhere)
@@ -107,13 +107,9 @@ def test_a_wheel_built_from_the_sdist_runs_the_tools_from_another_folder(tmp_pat
     assert f'{mim}/tools/train.py' in seeds.stdout  # the command it printed
 
     # make_custom_config.py (the clone's tools/, as a user with the sources runs it) on a folder of masks
-    _run([python, REPO / 'tools' / 'make_synthetic_data.py', 'custom', 'data', '--num-train', '4', '--num-val', '2',
-          '--size', '64'], cwd=elsewhere)
-    custom = _run([python, REPO / 'tools' / 'make_custom_config.py', '--data-root', 'data/custom', '--classes', 'sky',
-                   'grass', 'sand', 'water', 'ball', 'box', 'cone', 'disc', '--arch', 'vit5-small', '--out',
-                   'leaves.py'], cwd=elsewhere)
-    text = (elsewhere / 'leaves.py').read_text()
-    assert f"_base_ = ['{mim}/configs/vit5/vit5-small_upernet_ade20k.py']" in text
+    make_synthetic_data('custom', elsewhere / 'data', num_train=4, num_val=2, size=64)
+    custom = _run([python, REPO / 'tools' / 'make_custom_config.py', '--data-root', 'data/custom', '--classes',
+                   *CUSTOM_CLASSES, '--arch', 'vit5-small', '--out', 'leaves.py'], cwd=elsewhere)
+    # written only once its _base_ resolved (the tool reads it back with mmengine)
+    assert f"_base_ = ['{mim}/configs/vit5/vit5-small_upernet_ade20k.py']" in (elsewhere / 'leaves.py').read_text()
     assert f'python {mim}/tools/train.py leaves.py' in custom.stdout
-    check = "from mmengine.config import Config; import vit5seg; print(Config.fromfile('leaves.py').model.backbone.arch)"
-    assert _run([python, '-c', check], cwd=elsewhere).stdout.split() == ['vit5-small']
