@@ -8,9 +8,9 @@ first), with the git commit of the clone the wheel (or its sdist) was built from
 editable install reads them from the clone. MANIFEST.in puts the same files in the sdist,
 so a wheel built from the sdist has them too.
 """
+import importlib.util
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 from setuptools import setup
@@ -25,13 +25,11 @@ def _commit():
     if not (HERE / '.git').exists():  # an sdist: the commit its clone was at, if it says
         info = HERE / 'build_info.json'
         return json.loads(info.read_text()).get('commit') if info.is_file() else None
-    try:
-        out = subprocess.run(['git', '-C', str(HERE), 'rev-parse', 'HEAD'], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(['git', '-C', str(HERE), 'status', '--porcelain', '--untracked-files=no'],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() + (' + changes' if dirty else '') if out.returncode == 0 else None
+    # vit5seg.paths by its file: the package's __init__ needs torch, which a build has not
+    spec = importlib.util.spec_from_file_location('_vit5seg_paths', HERE / 'vit5seg' / 'paths.py')
+    paths = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(paths)
+    return paths.clone_commit(HERE)
 
 
 class BuildPyWithRepositoryFiles(build_py):

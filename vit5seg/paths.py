@@ -89,20 +89,26 @@ def install_kind() -> str:
     return 'source tree'  # pip installed another copy; this one is imported from elsewhere
 
 
+def clone_commit(root: Path) -> Optional[str]:
+    """The commit a clone at ``root`` is at (``+ changes`` when its tracked files differ from
+    it), or None where it is no git clone. setup.py records it in a build, loading this file."""
+    if not (root / '.git').exists():
+        return None
+    try:
+        head = subprocess.run(['git', '-C', str(root), 'rev-parse', 'HEAD'], capture_output=True, text=True, timeout=10)
+        status = subprocess.run(['git', '-C', str(root), 'status', '--porcelain', '--untracked-files=no'],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + (' + changes' if status.stdout.strip() else '') if head.returncode == 0 else None
+
+
 def git_commit() -> Optional[str]:
-    """The commit of the clone this runs from (``+ changes`` when the tree differs from it),
-    or the one a regular install was built from (setup.py records it), or None."""
+    """The commit of the clone this runs from, or the one a regular install was built from
+    (setup.py records it), or None."""
     root = repository_root()
     if root is not None and (root / '.git').exists():
-        try:
-            head = subprocess.run(['git', '-C', str(root), 'rev-parse', 'HEAD'], capture_output=True, text=True,
-                                  timeout=10)
-            status = subprocess.run(['git', '-C', str(root), 'status', '--porcelain', '--untracked-files=no'],
-                                    capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if head.returncode == 0:
-            return head.stdout.strip() + (' + changes' if status.stdout.strip() else '')
+        return clone_commit(root)
     info = MIM / 'build_info.json'
     if info.is_file():
         return json.loads(info.read_text()).get('commit')
