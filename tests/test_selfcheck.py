@@ -27,6 +27,8 @@ def test_quick_cpu_run_passes_and_writes_the_report(tmp_path):
     head = subprocess.run(['git', '-C', str(REPO), 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
     assert env['vit5seg'] == vit5seg.__version__ and env['vit5seg_commit'].startswith(head)
     assert env['vit5seg_install'] in ('editable', 'regular', 'source tree')
+    if (REPO / 'vit5seg.egg-info').is_dir():  # a clone's build metadata, on sys.path from its root, is no install
+        assert env['vit5seg_install'] != 'regular'
     locked = dict(line.split('==') for line in (REPO / 'requirements' / 'lock.txt').read_text().splitlines()
                   if '==' in line and not line.startswith('#'))
     assert report['tested_set']['torch'] == locked['torch'] and report['tested_set']['python'] == '3.11'

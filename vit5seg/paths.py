@@ -74,19 +74,20 @@ def locked_versions() -> dict:
 
 def install_kind() -> str:
     """'editable' (pip install -e), 'regular' (a wheel in site-packages) or 'source tree'
-    (imported from a folder on sys.path that pip did not install)."""
-    try:
-        dist = importlib.metadata.distribution('vit5seg')
-    except importlib.metadata.PackageNotFoundError:
-        return 'source tree'
-    if Path(dist.locate_file('vit5seg/__init__.py')).resolve() == PACKAGE / '__init__.py':
-        return 'regular'
-    direct = json.loads(dist.read_text('direct_url.json') or '{}')
-    url = direct.get('url', '')
-    if direct.get('dir_info', {}).get('editable') and url.startswith('file://') and \
-            Path(url[len('file://'):]).resolve() == PACKAGE.parent:
-        return 'editable'
-    return 'source tree'  # pip installed another copy; this one is imported from elsewhere
+    (imported from a folder on sys.path that pip did not install). Every distribution of
+    vit5seg on sys.path is looked at: run from a clone's root, the ``vit5seg.egg-info`` a build
+    left there is found before the editable install's metadata."""
+    dists = list(importlib.metadata.distributions(name='vit5seg'))
+    if repository_root() is None:  # no clone around the package: pip put it where it is, or nobody did
+        located = (Path(d.locate_file('vit5seg/__init__.py')).resolve() for d in dists)
+        return 'regular' if PACKAGE / '__init__.py' in located else 'source tree'
+    for dist in dists:
+        direct = json.loads(dist.read_text('direct_url.json') or '{}')
+        url = direct.get('url', '')
+        if direct.get('dir_info', {}).get('editable') and url.startswith('file://') and \
+                Path(url[len('file://'):]).resolve() == PACKAGE.parent:
+            return 'editable'
+    return 'source tree'
 
 
 def clone_commit(root: Path) -> Optional[str]:
