@@ -1,9 +1,10 @@
 from .check import check_ade20k, check_config, check_split, format_report
+from .eomt_augment import EoMTColorJitter, ScaleJitterCrop
 from .layouts import CUSTOM_CLASSES, DATA_ROOTS, DATASETS, make_synthetic_data
 from .synthetic import make_synthetic_ade20k
 from .transforms import CheckedLoading, CheckSegSample, SampleError, skipped_samples
 from .validation import DatasetError, check_data, check_dataset_config
 
 __all__ = ['CUSTOM_CLASSES', 'DATASETS', 'DATA_ROOTS', 'CheckSegSample', 'CheckedLoading', 'DatasetError',
-           'SampleError', 'check_ade20k', 'check_config', 'check_data', 'check_dataset_config', 'check_split',
-           'format_report', 'make_synthetic_ade20k', 'make_synthetic_data', 'skipped_samples']
+           'EoMTColorJitter', 'SampleError', 'ScaleJitterCrop', 'check_ade20k', 'check_config', 'check_data', 'check_dataset_config',
+           'check_split', 'format_report', 'make_synthetic_ade20k', 'make_synthetic_data', 'skipped_samples']
