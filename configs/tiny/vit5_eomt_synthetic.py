@@ -46,3 +46,10 @@ param_scheduler = [
 train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
 default_hooks = dict(logger=dict(interval=10),
                      checkpoint=dict(interval=100, save_best=None, max_keep_ckpts=2))
+# consecutive sixths of the 300 iterations for the 2 masked blocks (as the tiny runs in docs/eomt.md)
+custom_hooks = [
+    dict(type='NonFiniteLossHook', action='stop'),
+    dict(type='RandomStateHook'),
+    dict(type='SkippedSampleHook'),
+    dict(type='EoMTMaskAnnealingHook', starts=[50, 100], ends=[100, 150]),
+]

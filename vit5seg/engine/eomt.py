@@ -5,6 +5,7 @@ mask with probability P_i(t) = 1 before s_i, (1 - (t - s_i) / (e_i - s_i)) ** 0.
 0 from e_i on; the new parameters warm up while the backbone's lr is 0, then the backbone
 warms up, then everything decays polynomially.
 """
+import math
 from typing import List, Optional, Sequence
 
 from mmengine.hooks import Hook
@@ -15,12 +16,17 @@ from mmseg.registry import HOOKS, PARAM_SCHEDULERS
 
 
 def default_windows(num_blocks: int, max_iters: int) -> List[tuple]:
-    """Upstream's windows: consecutive sixths of the schedule, the first masked block
-    from 1/6 to 2/6, the next from 2/6 to 3/6, ..."""
-    if num_blocks > 5:
-        raise ValueError(f'{num_blocks} masked blocks do not fit in consecutive sixths of the schedule: '
-                         f'give EoMTMaskAnnealingHook its starts and ends')
-    return [(round((i + 1) * max_iters / 6), round((i + 2) * max_iters / 6)) for i in range(num_blocks)]
+    """The windows of EoMT's published DINOv2 recipes (ADE20K, COCO, Cityscapes; 3, 4 or 5
+    masked blocks): each block anneals over a sixth of the schedule, the starts spread
+    evenly from 1/6 to 4/6, so masking always ends at 5/6 (halves rounded up, as theirs).
+    One block: 1/6 to 5/6."""
+    def rounded(x: float) -> int:
+        return math.floor(x + 0.5)
+    sixth = max_iters / 6
+    if num_blocks == 1:
+        return [(rounded(sixth), rounded(5 * sixth))]
+    starts = [rounded(sixth + i * 3 * sixth / (num_blocks - 1)) for i in range(num_blocks)]
+    return [(start, start + rounded(sixth)) for start in starts]
 
 
 def mask_probability(t: int, start: int, end: int, power: float = 0.9) -> float:
@@ -39,7 +45,7 @@ class EoMTMaskAnnealingHook(Hook):
 
     Args:
         starts, ends: iteration windows per masked block, first block first; ``None``:
-            consecutive sixths of ``train_cfg.max_iters`` (upstream).
+            :func:`default_windows` of ``train_cfg.max_iters`` (EoMT's recipes' rule).
         power: of the polynomial ramp.
     """
 
@@ -73,6 +79,12 @@ class EoMTMaskAnnealingHook(Hook):
                 raise ValueError(f'EoMTMaskAnnealingHook has {len(self.starts)} windows for '
                                  f'{head.num_blocks} masked blocks')
             self.windows = list(zip(self.starts, self.ends))
+        late = [e for _, e in self.windows if e > runner.max_iters]
+        if late:
+            # the model would still be masked when training ends, and inference never masks
+            raise ValueError(f'EoMTMaskAnnealingHook: the annealing windows end at {late}, after '
+                             f'train_cfg.max_iters={runner.max_iters}; shorter schedules need their own '
+                             f'custom_hooks starts=/ends= (or neither: the default windows of any schedule)')
 
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
         head = self._head(runner)

@@ -3,7 +3,7 @@
 # the full rate), two-stage warm-up (500 iterations of the new parameters with the backbone's lr
 # at 0, then 1000 of the backbone), poly 0.9, gradient norm clipped at 0.01, bf16 autocast.
 # 31 epochs of 20210 images at 16 per iteration: ~39.1k iterations; the masked-attention
-# windows are sixths of it (EoMTMaskAnnealingHook's default: 6520-iteration steps as EoMT's).
+# windows are in the model configs (docs/eomt.md#annealing-windows).
 _base_ = ['./adamw_160k.py']
 max_iters = 39120
 optim_wrapper = dict(
