@@ -54,20 +54,26 @@ class RefAttention(nn.Module):
         self.rope_reg = nn.Module()
         self.rope_reg.register_buffer('freqs', reference_freqs(self.hd, 100.))
 
-    def forward(self, x, grid, ref, n_reg):
+    def forward(self, x, grid, ref, n_reg, n_queries=0, mask=None):
+        """x: [queries (n_queries, EoMT), cls, patches, registers]; mask: (B, N, N), True
+        where a token may attend (EoMT's masked attention)."""
         B, N, C = x.shape
         q, k, v = self.qkv(x).view(B, N, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
         q, k = rms_norm(q, self.q_norm.weight), rms_norm(k, self.k_norm.weight)
         rows, cols = grid
         g = int(math.sqrt(n_reg))
+        Q = n_queries
         rotated = []
         for t in (q, k):
-            cls, patches, regs = t[:, :, :1], t[:, :, 1:1 + rows * cols], t[:, :, 1 + rows * cols:]
+            queries, cls = t[:, :, :Q], t[:, :, Q:Q + 1]
+            patches, regs = t[:, :, Q + 1:Q + 1 + rows * cols], t[:, :, Q + 1 + rows * cols:]
             patches = reference_rotate(patches, rows, cols, ref, ref, self.rope.freqs)
             regs = reference_rotate(regs, g, g, g, g, self.rope_reg.freqs)
-            rotated.append(torch.cat([cls, patches, regs], dim=2))
+            rotated.append(torch.cat([queries, cls, patches, regs], dim=2))  # queries: no rotation
         q, k = rotated
         attn = (q @ k.transpose(-2, -1)) * self.hd ** -0.5
+        if mask is not None:
+            attn = attn.masked_fill(~mask[:, None], float('-inf'))
         x = attn.softmax(-1) @ v
         return self.proj(x.transpose(1, 2).reshape(B, N, C))
 
@@ -91,8 +97,8 @@ class RefBlock(nn.Module):
         self.gamma_1 = nn.Parameter(1e-4 * torch.ones(dim))
         self.gamma_2 = nn.Parameter(1e-4 * torch.ones(dim))
 
-    def forward(self, x, grid, ref, n_reg):
-        x = x + self.gamma_1 * self.attn(rms_norm(x, self.norm1.weight), grid, ref, n_reg)
+    def forward(self, x, grid, ref, n_reg, n_queries=0, mask=None):
+        x = x + self.gamma_1 * self.attn(rms_norm(x, self.norm1.weight), grid, ref, n_reg, n_queries, mask)
         return x + self.gamma_2 * self.mlp(rms_norm(x, self.norm2.weight))
 
 
@@ -125,7 +131,11 @@ class RefViT5(nn.Module):
                 p.copy_(base + scale * torch.randn(p.shape, generator=g))
         return self
 
-    def forward_features(self, img):
+    def embed(self, img):
+        """Tokens [cls, patches + pos, registers] and the patch grid; an image that is not
+        a multiple of the patch is zero-padded at the bottom and right first."""
+        p = self.patch_embed.proj.kernel_size[0]
+        img = F.pad(img, (0, -img.shape[-1] % p, 0, -img.shape[-2] % p))
         x = self.patch_embed.proj(img)                     # (B, C, h, w)
         B, C, h, w = x.shape
         x = x.flatten(2).transpose(1, 2)
@@ -134,6 +144,16 @@ class RefViT5(nn.Module):
             pos = F.interpolate(pos.reshape(1, self.grid, self.grid, C).permute(0, 3, 1, 2), size=(h, w),
                                 mode='bicubic', align_corners=False).permute(0, 2, 3, 1).reshape(1, h * w, C)
         x = torch.cat([self.cls_token.expand(B, -1, -1), x + pos, self.reg_token.expand(B, -1, -1)], dim=1)
+        return x, (h, w)
+
+    def block(self, i, x, grid, n_queries=0, mask=None):
+        return self.blocks[i](x, grid, self.grid, self.n_reg, n_queries, mask)
+
+    def final_norm(self, x):
+        return rms_norm(x, self.norm.weight)
+
+    def forward_features(self, img):
+        x, (h, w) = self.embed(img)
         for blk in self.blocks:
             x = blk(x, (h, w), self.grid, self.n_reg)
         return rms_norm(x, self.norm.weight)

@@ -1,6 +1,8 @@
 """EoMT (issue #27): queries in the last blocks, masked attention annealed away, the
 mask-classification loss, the recipe's optimizer and schedule, the configs, and the
 tools (train, test, ONNX) on the tiny twin."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -69,7 +71,14 @@ def test_eomt_configs_build_for_every_preset(path):
     assert head.num_blocks == (4 if 'large' in path.name else 3)
     assert cfg.crop_size == (512, 512) and cfg.train_cfg.max_iters == 39120
     assert cfg.model.backbone.init_cfg.checkpoint == OFFICIAL_WEIGHTS[bb.arch]
-    assert 'EoMTMaskAnnealingHook' in [h['type'] for h in cfg.custom_hooks]
+    hook, = [h for h in cfg.custom_hooks if h['type'] == 'EoMTMaskAnnealingHook']
+    if 'large' in path.name:  # EoMT's ADE20K ViT-L windows: consecutive sixths
+        assert (hook.starts, hook.ends) == ([6520, 13040, 19560, 26080], [13040, 19560, 26080, 32600])
+    else:  # EoMT's COCO S/B windows (2 of 12 epochs, 1-epoch gaps, ending at 10/12) in twelfths
+        twelfth = cfg.train_cfg.max_iters / 12
+        assert (hook.starts, hook.ends) == ([round(k * twelfth) for k in (2, 5, 8)], [round(k * twelfth)
+                                                                                    for k in (4, 7, 10)])
+    assert hook.ends[-1] == round(cfg.train_cfg.max_iters * 5 / 6)  # masking ends at 5/6 in every recipe
     opt = cfg.optim_wrapper
     assert (opt.type, opt.dtype, opt.optimizer.lr, opt.optimizer.weight_decay) == ('AmpOptimWrapper', 'bfloat16',
                                                                                     1e-4, 0.05)
@@ -130,23 +139,7 @@ def test_eomt_segmentor_refuses_what_it_cannot_read():
 
 # --- the backbone and the queries --------------------------------------------------------
 
-def test_the_backbones_own_forward_stays_bit_identical():
-    from vit5seg.models import ViT5
-    model = tiny_eomt()
-    bb = model.backbone
-    plain = ViT5(arch='vit5-small', embed_dims=64, num_layers=4, num_heads=2, out_indices=(0, 1, 2, 3)).eval()
-    plain.load_state_dict(bb.state_dict())
-    bb.out_indices = plain.out_indices
-    x = torch.randn(2, 3, 80, 112)
-    with torch.no_grad():
-        expected = plain(x)
-        model.train()
-        model.decode_head.mask_probs = [1.0, 0.5]
-        model.extract_feat(x)            # queries, masks and the prepended RoPE rows on the way
-        model.eval()
-        model.extract_feat(x)
-        got = bb(x)
-    assert all(torch.equal(a, b) for a, b in zip(got, expected))
+# the backbone's own forward before and after EoMT: test_eomt_reference.py
 
 
 @pytest.mark.parametrize('real', [False, True])
@@ -201,10 +194,35 @@ def test_each_query_keeps_its_mask_with_probability_p():
         assert low <= opened <= high, (prob, opened)
 
 
+def test_windows_that_end_after_the_schedule_are_one_error():
+    # a shortened schedule with the recipe's windows would end training with masks on
+    from types import SimpleNamespace
+
+    from mmseg.registry import HOOKS
+    cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / 'vit5-small_eomt_ade20k.py'))
+    hook = HOOKS.build(cfg.custom_hooks[-1])
+    model = tiny_eomt(num_blocks=3)
+    with pytest.raises(ValueError, match=r'windows end at \[13040, 22820, 32600\], after train_cfg.max_iters=1000'):
+        hook.before_train(SimpleNamespace(model=model, max_iters=1000))
+    hook.before_train(SimpleNamespace(model=model, max_iters=39120))
+    assert hook.windows == [(6520, 13040), (16300, 22820), (26080, 32600)]
+
+
 def test_annealing_follows_the_poly_ramp_and_ends_at_exactly_zero():
     from vit5seg.engine.eomt import default_windows, mask_probability
-    # EoMT's ADE20K ViT-L windows (shared/eomt-notes.md) are the sixths of our 39120 iterations
-    assert default_windows(4, 39120) == list(zip([6520, 13040, 19560, 26080], [13040, 19560, 26080, 32600]))
+    # the windows of EoMT's published DINOv2 configs (tue-mps/eomt configs/dinov2/*), from their
+    # schedules' lengths: ADE20K L and giant (31 epochs), COCO S/B, L and giant (12 and 24 epochs),
+    # Cityscapes L (107 epochs)
+    published = {(4, 39120): ([6520, 13040, 19560, 26080], [13040, 19560, 26080, 32600]),
+                 (5, 39120): ([6520, 11410, 16300, 21190, 26080], [13040, 17930, 22820, 27710, 32600]),
+                 (3, 88692): ([14782, 36955, 59128], [29564, 51737, 73910]),
+                 (4, 88692): ([14782, 29564, 44346, 59128], [29564, 44346, 59128, 73910]),
+                 (5, 88692): ([14782, 25869, 36955, 48042, 59128], [29564, 40651, 51737, 62824, 73910]),
+                 (3, 177384): ([29564, 73910, 118256], [59128, 103474, 147820]),
+                 (4, 19902): ([3317, 6634, 9951, 13268], [6634, 9951, 13268, 16585])}
+    for (blocks, iters), (starts, ends) in published.items():
+        assert default_windows(blocks, iters) == list(zip(starts, ends)), (blocks, iters)
+    assert default_windows(1, 600) == [(100, 500)]
     assert mask_probability(99, 100, 200) == mask_probability(100, 100, 200) == 1.0
     assert mask_probability(150, 100, 200) == pytest.approx(0.5 ** 0.9)
     assert 0 < mask_probability(199, 100, 200) < 0.02
@@ -229,24 +247,7 @@ def test_every_trainable_parameter_gets_a_gradient_with_masks_and_without():
                                                         for n in ('cls_ce', 'mask_ce', 'mask_dice')}
 
 
-def test_class_loss_is_the_weighted_cross_entropy_of_the_matched_labels():
-    model = tiny_eomt()
-    head = model.decode_head
-    inputs, samples = labelled_batch()
-    model.eval()
-    with torch.no_grad():
-        feats = model.extract_feat(inputs)
-    from mmseg.utils import seg_data_to_instance_data
-    gts = seg_data_to_instance_data(255, samples)
-    torch.manual_seed(3)
-    losses = head.loss_by_feat(feats.class_logits[0], feats.mask_logits[0], gts)
-    torch.manual_seed(3)  # the same sampled points, so the same matching
-    labels = head.match_masks.get_targets(feats.class_logits[0], feats.mask_logits[0], gts)[0]
-    assert sorted(labels[labels < 150].tolist()) == [3, 3, 5, 5, 7, 7]
-    weight = torch.ones(151)
-    weight[150] = 0.1  # no-object
-    expected = 2 * F.cross_entropy(feats.class_logits[0].flatten(0, 1), labels.flatten(), weight=weight)
-    assert losses['loss_cls_ce'].item() == pytest.approx(expected.item(), rel=1e-5)
+# the losses' values, normalisation and matching against a reference: test_eomt_reference.py
 
 
 def test_an_image_with_only_ignored_pixels_gives_a_finite_loss():
@@ -309,6 +310,33 @@ def test_predictions_have_the_input_size_for_odd_sizes(mode):
         assert out.seg_logits.data.shape == (150, *hw) and out.pred_sem_seg.data.shape == (1, *hw)
         # per pixel: class probabilities summed over queries, each weighted by a mask probability
         assert (out.seg_logits.data >= 0).all()
+
+
+def eomt_windows(long_side, window=512):
+    """EoMT's evaluation windows along the long side (its window_imgs_semantic): ceil(L / 512)
+    windows spread evenly, the overlap shared between neighbours."""
+    num = math.ceil(long_side / window)
+    overlap = num * window - long_side
+    step = window - (overlap / (num - 1) if overlap > 0 else 0)
+    return [(int(j * step), int(j * step) + window) for j in range(num)]
+
+
+@pytest.mark.parametrize('long_side,same', [(512, True), (683, True), (768, True), (853, True), (854, False),
+                                            (1024, False)])
+def test_slide_windows_are_eomts_up_to_a_5_to_3_aspect(long_side, same):
+    # mmseg's fixed stride (341) places the windows EoMT places on every short-side-512 image up to
+    # 853 px long (5:3); longer ones get one window more than EoMT's
+    model = tiny_eomt().eval()
+    model.test_cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / 'vit5-small_eomt_ade20k.py')).model.test_cfg
+    seen = []
+
+    def encode_decode(crop, metas):  # the image's pixels hold their column: the crop says where it was
+        seen.append((int(crop[0, 0, 0, 0]), int(crop[0, 0, 0, -1]) + 1))
+        return torch.zeros(1, 1, *crop.shape[-2:])
+    model.encode_decode, model.out_channels = encode_decode, 1  # one score map: only the windows matter
+    image = torch.arange(long_side, dtype=torch.float).expand(1, 3, 512, long_side)
+    model.slide_inference(image, [dict(img_shape=(512, long_side), ori_shape=(512, long_side))])
+    assert (seen == eomt_windows(long_side)) == same, (seen, eomt_windows(long_side))
 
 
 # --- the recipe --------------------------------------------------------------------------
