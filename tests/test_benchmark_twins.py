@@ -9,7 +9,9 @@ from conftest import REPO, class_table, logged_scalars, run_script
 from vit5seg.datasets import make_synthetic_data
 
 pytestmark = pytest.mark.slow
-ITERS = 150
+# COCO-Stuff's 171 full-resolution logits make its iteration 4x a Cityscapes one; it learns the
+# stuff classes sooner (seed 0 at 60 iterations: aAcc 78.0, mIoU 37.7; seed 1: 83.7, 37.9)
+ITERS = {'cityscapes': 150, 'pascal_context': 150, 'coco_stuff': 60}
 TWINS = {'cityscapes': 'CityscapesDataset', 'pascal_context': 'PascalContextDataset59',
          'coco_stuff': 'COCOStuffDataset'}
 
@@ -24,10 +26,11 @@ def _run(args, cwd):
 def test_tiny_twin_trains_and_tests(dataset, tmp_path):
     make_synthetic_data(dataset, tmp_path / 'data' / 'synthetic', num_train=32, num_val=8, seed=0)
     config = REPO / 'configs' / 'tiny' / f'vit5_upernet_synthetic_{dataset}.py'
-    _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run', '--cfg-options', f'train_cfg.max_iters={ITERS}',
-          f'train_cfg.val_interval={ITERS}', f'param_scheduler.1.end={ITERS}', 'randomness.seed=0'], tmp_path)
+    iters = ITERS[dataset]
+    _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run', '--cfg-options', f'train_cfg.max_iters={iters}',
+          f'train_cfg.val_interval={iters}', f'param_scheduler.1.end={iters}', 'randomness.seed=0'], tmp_path)
     logged = [r for r in logged_scalars(tmp_path / 'run') if 'mIoU' in r][-1]
-    log = _run([REPO / 'tools' / 'test.py', config, f'run/iter_{ITERS}.pth', '--work-dir', 'test'], tmp_path)
+    log = _run([REPO / 'tools' / 'test.py', config, f'run/iter_{iters}.pth', '--work-dir', 'test'], tmp_path)
     tested = json.loads(sorted((tmp_path / 'test').glob('*/*.json'))[-1].read_text())
     assert class_table(log) == ['Class', *DATASETS.get(TWINS[dataset]).METAINFO['classes']]
     for key in ('mIoU', 'aAcc'):
