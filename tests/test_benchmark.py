@@ -100,6 +100,10 @@ def test_segmentor_timings_give_train_inference_and_memory_figures():
     # EoMT with the same backbone beside it
     from vit5seg.benchmark import eomt_model_cfg
     assert result['eomt_train_step_s'] > 0 and result['eomt_whole_images_s'] > 0
+    # the train step with every mask on (P = 1) and with every mask annealed away (P = 0)
+    assert result['eomt_train_step_p0_s'] > 0
+    assert result['eomt_train_p0_speedup'] == pytest.approx(result['segmentor_train_step_s']
+                                                            / result['eomt_train_step_p0_s'])
     assert result['eomt_whole_speedup'] == pytest.approx(result['eomt_whole_images_s'] / result['whole_images_s'])
     eomt_params = sum(p.numel() for p in build_segmentor(eomt_model_cfg(arch)).parameters())
     assert 16 * eomt_params / 2 ** 20 < result['eomt_peak_mb']
