@@ -17,8 +17,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 
-from reference_vit5 import RefViT5
-
 
 def resize_pos_embed(pos, grid, size):
     """(1, g*g, C) absolute positions at a (h, w) grid: bicubic, align_corners=False."""

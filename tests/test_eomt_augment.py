@@ -183,10 +183,11 @@ def test_eomt_configs_train_on_eomts_jitter_and_upernet_keeps_mmsegs(path):
     assert (tuple(jitter.crop_size), tuple(jitter.scale_range)) == ((512, 512), (0.5, 2.0))
     # the UperNet twin of the same backbone keeps the paper's protocol: mmseg's own ADE20K geometry
     import mmseg
+    geometry = ('RandomResize', 'RandomCrop')
     mmseg_ade = Path(mmseg.__file__).parent / '.mim' / 'configs' / '_base_' / 'datasets' / 'ade20k.py'
-    expected = [t for t in Config.fromfile(str(mmseg_ade)).train_pipeline if t['type'] in ('RandomResize', 'RandomCrop')]
+    expected = [t for t in Config.fromfile(str(mmseg_ade)).train_pipeline if t['type'] in geometry]
     upernet = Config.fromfile(str(REPO / 'configs' / 'vit5_upernet_ade20k.py')).train_dataloader.dataset.pipeline
-    assert [t for t in upernet if t['type'] in ('RandomResize', 'RandomCrop')] == expected
+    assert [t for t in upernet if t['type'] in geometry] == expected
 
 
 def test_the_eomt_pipeline_on_real_files(tmp_path):

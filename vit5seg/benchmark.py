@@ -462,7 +462,8 @@ def results_table(result: dict) -> str:
                 'segmentor_peak_amp_mb', 'slide_inference_2048x512_s', 'slide_bf16_s', 'bf16_slide_speedup',
                 'whole_images_s', 'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_label_agreement',
                 'whole_onnxruntime_images_s', 'onnxruntime_vs_pytorch', 'eomt_train_step_s', 'eomt_train_speedup',
-                'eomt_train_step_p0_s', 'eomt_train_p0_speedup', 'eomt_whole_images_s', 'eomt_whole_speedup', 'eomt_peak_mb'):
+                'eomt_train_step_p0_s', 'eomt_train_p0_speedup', 'eomt_whole_images_s', 'eomt_whole_speedup',
+                'eomt_peak_mb'):
         if result.get(key) is not None:
             op, bound = {**TARGETS, **SEGMENTOR_TARGETS}.get(key, (None, None))
             verdict = ''

@@ -6,5 +6,6 @@ from .transforms import CheckedLoading, CheckSegSample, SampleError, skipped_sam
 from .validation import DatasetError, check_data, check_dataset_config
 
 __all__ = ['CUSTOM_CLASSES', 'DATASETS', 'DATA_ROOTS', 'CheckSegSample', 'CheckedLoading', 'DatasetError',
-           'EoMTColorJitter', 'SampleError', 'ScaleJitterCrop', 'check_ade20k', 'check_config', 'check_data', 'check_dataset_config',
-           'check_split', 'format_report', 'make_synthetic_ade20k', 'make_synthetic_data', 'skipped_samples']
+           'EoMTColorJitter', 'SampleError', 'ScaleJitterCrop', 'check_ade20k', 'check_config', 'check_data',
+           'check_dataset_config', 'check_split', 'format_report', 'make_synthetic_ade20k', 'make_synthetic_data',
+           'skipped_samples']

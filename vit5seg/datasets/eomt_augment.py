@@ -94,7 +94,6 @@ class EoMTColorJitter(BaseTransform):
 def _pad_crop(array: np.ndarray, top: int, left: int, crop: Tuple[int, int], pad_val) -> np.ndarray:
     """The ``crop`` window at (top, left) of ``array`` padded at the bottom and right."""
     ch, cw = crop
-    h, w = array.shape[:2]
     out = np.full((ch, cw) + array.shape[2:], pad_val, dtype=array.dtype)
     window = array[top:top + ch, left:left + cw]
     out[:window.shape[0], :window.shape[1]] = window
@@ -109,7 +108,7 @@ class ScaleJitterCrop(BaseTransform):
     and take a uniformly placed ``crop_size`` window. A window without a single labelled
     pixel (all ``ignore_index``) is drawn again from the original image, as EoMT does,
     while the image has labelled pixels at all, up to ``max_draws`` draws in all (then
-    the last draw is kept: the loss takes an unlabelled crop, it only teaches nothing).
+    the last draw is kept: an unlabelled crop trains every query toward "no object").
 
     Replaces ``RandomResize`` + ``RandomCrop`` in a train pipeline; EoMT flips and jitters
     colours first (a redraw here keeps them; they are independent of the window, so the
@@ -152,8 +151,9 @@ class ScaleJitterCrop(BaseTransform):
 
     def transform(self, results: dict) -> dict:
         img = results['img']
-        seg_keys = list(dict.fromkeys([*results.get('seg_fields', []), *(['gt_seg_map'] if 'gt_seg_map' in results
-                                                                         else [])]))
+        seg_keys = list(results.get('seg_fields', []))
+        if 'gt_seg_map' in results and 'gt_seg_map' not in seg_keys:
+            seg_keys.append('gt_seg_map')
         height, width = img.shape[:2]
         labels = results.get('gt_seg_map')
         labelled = labels is not None and bool((labels != self.ignore_index).any())
