@@ -17,14 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 
-
-def resize_pos_embed(pos, grid, size):
-    """(1, g*g, C) absolute positions at a (h, w) grid: bicubic, align_corners=False."""
-    C = pos.shape[-1]
-    if size == (grid, grid):
-        return pos
-    pos = pos.reshape(1, grid, grid, C).permute(0, 3, 1, 2)
-    return F.interpolate(pos, size=size, mode='bicubic', align_corners=False).permute(0, 2, 3, 1).reshape(1, -1, C)
+from reference_vit5 import pad_to_patches, resize_pos_embed
 
 
 class RefDeiT3(nn.Module):
@@ -38,7 +31,6 @@ class RefDeiT3(nn.Module):
             img_size=img_size, patch_size=patch, embed_dim=dim, depth=depth, num_heads=heads, no_embed_class=True,
             init_values=1e-4, num_classes=10)
         self.grid, self.heads, self.patch = img_size // patch, heads, patch
-        self.n_reg = 0
 
     def randomize(self, seed=0):
         g = torch.Generator().manual_seed(seed)
@@ -48,8 +40,7 @@ class RefDeiT3(nn.Module):
         return self
 
     def embed(self, img):
-        img = F.pad(img, (0, -img.shape[-1] % self.patch, 0, -img.shape[-2] % self.patch))
-        x = self.vit.patch_embed.proj(img)                 # (B, C, h, w)
+        x = self.vit.patch_embed.proj(pad_to_patches(img, self.patch))      # (B, C, h, w)
         B, C, h, w = x.shape
         x = x.flatten(2).transpose(1, 2) + resize_pos_embed(self.vit.pos_embed, self.grid, (h, w))
         return torch.cat([self.vit.cls_token.expand(B, -1, -1), x], dim=1), (h, w)

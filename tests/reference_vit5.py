@@ -39,6 +39,21 @@ def reference_rotate(x, rows, cols, ref_rows, ref_cols, freqs):
     return out
 
 
+def pad_to_patches(img, patch):
+    """Zero-pad an image at the bottom and right to multiples of the patch."""
+    return F.pad(img, (0, -img.shape[-1] % patch, 0, -img.shape[-2] % patch))
+
+
+def resize_pos_embed(pos, grid, size):
+    """(1, grid * grid, C) absolute positions at an (h, w) patch grid: resized as a
+    (C, grid, grid) image, bicubic, align_corners=False."""
+    if size == (grid, grid):
+        return pos
+    C = pos.shape[-1]
+    pos = pos.reshape(1, grid, grid, C).permute(0, 3, 1, 2)
+    return F.interpolate(pos, size=size, mode='bicubic', align_corners=False).permute(0, 2, 3, 1).reshape(1, -1, C)
+
+
 class RefAttention(nn.Module):
     def __init__(self, dim, heads):
         super().__init__()
@@ -134,16 +149,10 @@ class RefViT5(nn.Module):
     def embed(self, img):
         """Tokens [cls, patches + pos, registers] and the patch grid; an image that is not
         a multiple of the patch is zero-padded at the bottom and right first."""
-        p = self.patch_embed.proj.kernel_size[0]
-        img = F.pad(img, (0, -img.shape[-1] % p, 0, -img.shape[-2] % p))
-        x = self.patch_embed.proj(img)                     # (B, C, h, w)
+        x = self.patch_embed.proj(pad_to_patches(img, self.patch_embed.proj.kernel_size[0]))  # (B, C, h, w)
         B, C, h, w = x.shape
-        x = x.flatten(2).transpose(1, 2)
-        pos = self.pos_embed
-        if (h, w) != (self.grid, self.grid):
-            pos = F.interpolate(pos.reshape(1, self.grid, self.grid, C).permute(0, 3, 1, 2), size=(h, w),
-                                mode='bicubic', align_corners=False).permute(0, 2, 3, 1).reshape(1, h * w, C)
-        x = torch.cat([self.cls_token.expand(B, -1, -1), x + pos, self.reg_token.expand(B, -1, -1)], dim=1)
+        x = x.flatten(2).transpose(1, 2) + resize_pos_embed(self.pos_embed, self.grid, (h, w))
+        x = torch.cat([self.cls_token.expand(B, -1, -1), x, self.reg_token.expand(B, -1, -1)], dim=1)
         return x, (h, w)
 
     def block(self, i, x, grid, n_queries=0, mask=None):
