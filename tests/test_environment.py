@@ -45,7 +45,8 @@ def test_the_ranges_are_pyprojects_and_full_mmcv_stands_in_for_mmcv_lite():
     ranges = declared()
     assert ranges['python'] == SpecifierSet(project['requires-python'])
     assert ranges['torch'] == SpecifierSet(next(d for d in project['dependencies'] if d.startswith('torch'))[5:])
-    inside = dict(python='3.12.1', torch='2.7.1', mmengine='0.10.7', mmsegmentation='1.2.2', timm='1.0.17')
+    inside = dict(python='3.12.1', torch='2.7.1', torchvision='0.22.1', mmengine='0.10.7', mmsegmentation='1.2.2',
+                  timm='1.0.17')
     assert problems(ranges, {**inside, 'mmcv-lite': '2.1.0'}) == []
     assert problems(ranges, {**inside, 'mmcv': '2.0.1'}) == []  # full mmcv, mmseg's own range
     assert problems(ranges, {**inside, 'mmcv': '2.1.0', 'mmcv-lite': '2.1.0'}) == []
@@ -53,5 +54,8 @@ def test_the_ranges_are_pyprojects_and_full_mmcv_stands_in_for_mmcv_lite():
     assert kind == 'warning' and text.startswith('mmcv 2.0.1 and mmcv-lite 2.1.0 share the mmcv folder')
     assert problems(ranges, {**inside, 'timm': None, 'mmcv-lite': '2.1.0'}) == [
         ('error', 'timm is not installed (vit5seg needs timm<2,>=1.0.17)')]
+    # torchvision: EoMT's augmentation imports it (torch 2.7's release, 0.22, and newer)
+    assert problems(ranges, {**inside, 'torchvision': '0.21.0', 'mmcv-lite': '2.1.0'}) == [
+        ('error', "torchvision 0.21.0 is outside vit5seg's range torchvision<0.31,>=0.22")]
     assert problems(ranges, {**inside, 'python': '3.10.13', 'mmcv-lite': '2.1.0'}) == [
         ('error', "python 3.10.13 is outside vit5seg's range python<3.14,>=3.11")]

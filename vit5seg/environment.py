@@ -21,7 +21,7 @@ from packaging.version import InvalidVersion, Version
 from .paths import repository_root
 
 # What the check looks at: the packages whose releases vit5seg's code and patches depend on.
-CHECKED = ('torch', 'mmengine', 'mmcv-lite', 'mmsegmentation', 'timm')
+CHECKED = ('torch', 'torchvision', 'mmengine', 'mmcv-lite', 'mmsegmentation', 'timm')
 # Full mmcv (compiled ops) stands in for mmcv-lite; mmseg 1.2's own range for it.
 FULL_MMCV = SpecifierSet('>=2.0.0rc4,<2.2.0')
 
