@@ -94,9 +94,13 @@ def test_torchrun_two_ranks_on_cpu_end_with_identical_weights(project):
     env = {**ENV, 'OMP_NUM_THREADS': '1'}
     out = subprocess.run([sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2',
                           '--master_port=29533', str(script), str(config), '--launcher', 'pytorch',
-                          '--work-dir', 'ddp', '--cfg-options', 'train_cfg.max_iters=6', 'train_cfg.val_interval=6'],
+                          '--accumulate', 'auto', '--work-dir', 'ddp', '--cfg-options', 'train_cfg.max_iters=6',
+                          'train_cfg.val_interval=6', 'train_dataloader.batch_size=2'],
                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-4000:]
+    # the tiny config's 8 images per iteration on 2 ranks of 2: 2 micro-batches, the first without all-reduce
+    assert 'images per iteration: 2 GPU(s) x 2 images x 2 micro-batch(es) = 8 images per iteration' in out.stdout
+    assert 'gradient accumulation: 2 GPU(s) x 2 images x 2 micro-batches' in out.stdout
     ranks = [torch.load(cwd / 'ddp' / f'rank{r}.pth', weights_only=True) for r in (0, 1)]
     assert ranks[0].keys() == ranks[1].keys()
     # parameters (BN running stats are per rank without SyncBN, as in mmseg)

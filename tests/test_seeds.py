@@ -165,15 +165,18 @@ def test_run_seeds_commands(tmp_path, capsys):
                      train_args=['--amp'])
     assert [str(r.work_dir) for r in runs] == ['W/vit5_upernet_synthetic_seed0', 'W/vit5_upernet_synthetic_seed1']
     assert runs[1].argv[1].endswith('tools/dist_train.sh') and runs[1].argv[2:4] == [config, '8']
-    assert runs[1].argv[4:] == ['--work-dir', 'W/vit5_upernet_synthetic_seed1', '--resume', '--cfg-options', 'a=1',
-                                'randomness.seed=1', '--amp']
+    assert runs[1].argv[4:] == ['--work-dir', 'W/vit5_upernet_synthetic_seed1', '--resume', '--accumulate', 'auto',
+                                '--cfg-options', 'a=1', 'randomness.seed=1', '--amp']
     slurm = seed_runs(config, [3], launcher='slurm', gpus=16, partition='gpu', name='abl')[0]
     assert slurm.env == {'GPUS': '16'} and slurm.argv[2:5] == ['gpu', 'abl_seed3', config]
     assert slurm.shell().startswith('GPUS=16 bash ')
     run_seeds_main([config, '--seeds', '0', '1', '--print', '--work-root', str(tmp_path), '--max-keep-ckpts', '1'])
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 2 and printed[0].endswith('randomness.seed=0 --max-keep-ckpts 1')
-    for bad in (['--seeds', '1', '1'], ['--seeds', '1', '--launcher', 'slurm'], ['--seeds', '1', '--gpus', '2']):
+    assert printed[0] == '# each seed: 1 GPU(s) x 8 images x 1 micro-batch(es) = 8 images per iteration'
+    assert len(printed) == 3 and printed[1].endswith('randomness.seed=0 --max-keep-ckpts 1')
+    for bad in (['--seeds', '1', '1'], ['--seeds', '1', '--launcher', 'slurm'],
+                ['--seeds', '1', '--gpus', '2', '--launcher', 'none'],
+                ['--seeds', '1', '--gpus', '3', '--cfg-options', 'train_dataloader.batch_size=1']):
         with pytest.raises(SystemExit):
             run_seeds_main([config, '--print', *bad])
 

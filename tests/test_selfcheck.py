@@ -112,7 +112,7 @@ def test_ddp_check_compares_parameters_and_would_catch_unsynchronised_norms(tmp_
     Runner does not broadcast buffers), which is what the GPU run with SyncBN must not show."""
     ctx = checks.Context('cpu', 0, tmp_path, threads=2)
     detail = checks.check_ddp(ctx)
-    assert detail.startswith('2 ranks (gloo), 3 iterations: all ') and 'BN statistics stay per rank' in detail
+    assert detail.startswith('2 ranks (gloo), 3 iterations of 2 micro-batches: all ') and 'BN statistics stay per rank' in detail
     states = [torch.load(tmp_path / 'ddp' / 'run' / f'rank{r}.pth', weights_only=True) for r in range(2)]
     assert checks.ranks_differ(states, buffers=False) == []
     unsynced = checks.ranks_differ(states, buffers=True)

@@ -28,6 +28,7 @@ test_pipeline = [
 ]
 train_dataloader = dict(batch_size=8, num_workers=1, persistent_workers=False,
                         dataset=dict(data_root=data_root, pipeline=train_pipeline))
+auto_scale_lr = dict(base_batch_size=8)  # one process x 8: the images per iteration its lr was set for
 val_dataloader = dict(num_workers=1, persistent_workers=False,
                       dataset=dict(data_root=data_root, pipeline=test_pipeline))
 test_dataloader = val_dataloader

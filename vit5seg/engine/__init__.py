@@ -1,8 +1,9 @@
+from .accumulation import AccumulatingIterBasedTrainLoop, AccumulationError
 from .checkpoint_io import allow_unsafe_loading, atomic_torch_save, latest_complete_checkpoint
 from .eomt import EoMTMaskAnnealingHook, TwoStageWarmupPolyLR
 from .hooks import NonFiniteLossError, NonFiniteLossHook, RandomStateHook, SkippedSampleHook
 from .optim_constructor import ViT5OptimWrapperConstructor, no_weight_decay, vit5_layer_id
 
-__all__ = ['EoMTMaskAnnealingHook', 'NonFiniteLossError', 'NonFiniteLossHook', 'RandomStateHook', 'SkippedSampleHook',
-           'TwoStageWarmupPolyLR', 'ViT5OptimWrapperConstructor', 'allow_unsafe_loading', 'atomic_torch_save',
+__all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'EoMTMaskAnnealingHook', 'NonFiniteLossError',
+           'NonFiniteLossHook', 'RandomStateHook', 'SkippedSampleHook', 'TwoStageWarmupPolyLR', 'ViT5OptimWrapperConstructor', 'allow_unsafe_loading', 'atomic_torch_save',
            'latest_complete_checkpoint', 'no_weight_decay', 'vit5_layer_id']

@@ -12,6 +12,7 @@ from mmengine.logging import print_log
 from ..datasets.validation import check_data
 from ..errors import ToolError
 from ..hub import resolve
+from .accumulation import BatchPlan, apply_plan, batch_plan, launcher_world_size
 from .amp import add_amp_arguments, enable_amp
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 
@@ -38,6 +39,10 @@ def train_parser() -> argparse.ArgumentParser:
     parser.add_argument('--amp', action='store_true', help='automatic mixed precision (GPU)')
     parser.add_argument('--tensorboard', action='store_true',
                         help='also log to TensorBoard (WORK_DIR/<timestamp>/vis_data/); scalars.json is always written')
+    parser.add_argument('--accumulate', metavar='auto|N',
+                        help='micro-batches per optimizer step; auto: as many as keep the config\'s images per '
+                             'iteration (auto_scale_lr.base_batch_size) on this many GPUs (dist_train.sh and '
+                             'slurm_train.sh pass auto); the lr and every iteration count stay as configured')
     _common(parser)
     return parser
 
@@ -82,6 +87,9 @@ def load_config(args) -> Config:
 
 def train_config(args) -> Config:
     cfg = load_config(args)
+    plan = batch_plan(cfg, launcher_world_size(args.launcher, required=bool(args.accumulate)), args.accumulate or '1')
+    apply_plan(cfg, plan)
+    cfg.batch_plan = plan._asdict()  # saved with the run's config: how its images per iteration were made
     if args.amp:
         wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
         if wrapper != 'AmpOptimWrapper':
@@ -146,7 +154,12 @@ def train(argv=None):
     cfg = train_config(args)
     if not args.skip_data_check:
         check_data(cfg, ('train', 'val') if cfg.get('val_cfg') else ('train',))
+    plan = BatchPlan(**cfg.batch_plan)
     runner = _runner(cfg)
+    runner.logger.info(f'images per iteration: {plan.describe()}')
+    if plan.images_per_iteration < plan.target and not args.accumulate:
+        runner.logger.warning(f'this run trains {plan.images_per_iteration} images per iteration where the config '
+                              f'was made for {plan.target}: --accumulate auto keeps {plan.target} (lr unchanged)')
     runner.train()
     return runner
 

@@ -3,7 +3,10 @@
 Each seed trains into ``WORK_ROOT/<name>_seed<S>`` with ``randomness.seed=S`` (saved in the
 run's config, where ``tools/compare.py`` reads it) and ``--resume``, so running the same
 command again continues every unfinished seed and leaves finished ones as they are.
+Every launcher gets ``--accumulate auto``: each run keeps the config's images per iteration
+on any GPU count (``vit5seg.engine.accumulation``).
 """
+import argparse
 import os
 import shlex
 import subprocess
@@ -13,6 +16,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..paths import tool_path
+from .accumulation import BatchPlan, batch_plan
 
 
 @dataclass
@@ -40,8 +44,8 @@ def seed_runs(config: str, seeds: Sequence[int], launcher: str = 'none', gpus: i
     runs = []
     for seed in seeds:
         work_dir = Path(work_root) / f'{name}_seed{seed}'
-        args = ['--work-dir', str(work_dir), '--resume', '--cfg-options', *cfg_options, f'randomness.seed={seed}',
-                *train_args]
+        args = ['--work-dir', str(work_dir), '--resume', '--accumulate', 'auto', '--cfg-options', *cfg_options,
+                f'randomness.seed={seed}', *train_args]
         env = {}
         if launcher == 'pytorch':
             argv = ['bash', str(tool_path('dist_train.sh')), config, str(gpus), *args]
@@ -52,6 +56,19 @@ def seed_runs(config: str, seeds: Sequence[int], launcher: str = 'none', gpus: i
             argv = [sys.executable, str(tool_path('train.py')), config, *args]
         runs.append(SeedRun(seed, work_dir, argv, env))
     return runs
+
+
+def planned_batch(config: str, gpus: int, cfg_options: Sequence[str] = (),
+                  train_args: Sequence[str] = ()) -> BatchPlan:
+    """The images per iteration each seed's training will have (as tools/train.py decides)."""
+    from mmengine.config import Config, DictAction
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={})
+    parser.add_argument('--accumulate', default='auto')
+    known, _ = parser.parse_known_args(['--cfg-options', *cfg_options, *train_args] if cfg_options else train_args)
+    cfg = Config.fromfile(config)
+    cfg.merge_from_dict(known.cfg_options)
+    return batch_plan(cfg, gpus, known.accumulate)
 
 
 def run_all(runs: Sequence[SeedRun]) -> None:
@@ -65,15 +82,16 @@ def run_all(runs: Sequence[SeedRun]) -> None:
 
 
 def main(argv=None):
-    import argparse
     parser = argparse.ArgumentParser(
         description='Train CONFIG once per seed into WORK_ROOT/<name>_seed<S> (resumable); then compare the runs '
                     'with tools/compare.py. Arguments not listed here go on to tools/train.py.')
     parser.add_argument('config')
     parser.add_argument('--seeds', type=int, nargs='+', required=True, help='e.g. 0 1 2')
-    parser.add_argument('--gpus', type=int, default=1, help='GPUs per training (default 1)')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'], default='none',
-                        help='none: tools/train.py; pytorch: tools/dist_train.sh; slurm: tools/slurm_train.sh')
+    parser.add_argument('--gpus', type=int, default=1,
+                        help='GPUs per training (default 1); any count keeps the config\'s images per iteration')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm'],
+                        help='none: tools/train.py; pytorch: tools/dist_train.sh; slurm: tools/slurm_train.sh '
+                             '(default: pytorch for --gpus above 1, else none)')
     parser.add_argument('--partition', help='slurm partition (with --launcher slurm)')
     parser.add_argument('--work-root', default='work_dirs', help='parent of the work dirs (default: work_dirs)')
     parser.add_argument('--name', help='work dir name before _seed<S> (default: the config file name); give '
@@ -83,8 +101,11 @@ def main(argv=None):
     args, train_args = parser.parse_known_args(argv)
     if not Path(args.config).is_file():
         parser.exit(1, f'error: config file {args.config} does not exist\n')
+    launcher = args.launcher or ('pytorch' if args.gpus > 1 else 'none')
     try:
-        runs = seed_runs(args.config, args.seeds, args.launcher, args.gpus, args.work_root, args.name,
+        plan = planned_batch(args.config, args.gpus, args.cfg_options, train_args)
+        print(f'# each seed: {plan.describe()}')
+        runs = seed_runs(args.config, args.seeds, launcher, args.gpus, args.work_root, args.name,
                          args.cfg_options, train_args, args.partition)
         if args.print:
             for run in runs:

@@ -203,7 +203,8 @@ def _norm_options(config: Path) -> List[str]:
 
 
 def check_ddp(ctx) -> str:
-    """DDP over the GPUs (NCCL) or two CPU processes (gloo); parameters equal afterwards.
+    """DDP over the GPUs (NCCL) or two CPU processes (gloo), 2 micro-batches per step (the
+    first without gradient synchronisation); parameters equal afterwards.
     On GPUs with the entry configs' norm (SyncBN), whose running statistics must then be
     equal on every rank too (the Runner does not broadcast buffers)."""
     ranks = ctx.gpus if ctx.device == 'cuda' else 2
@@ -219,8 +220,8 @@ def check_ddp(ctx) -> str:
         env['CUDA_VISIBLE_DEVICES'] = ','.join(seen.split(',')[:ranks])
         options += _norm_options(ENTRY_CONFIGS['vit5-base'])  # SyncBN has no CPU kernel
     _run(['-m', 'torch.distributed.run', f'--nproc_per_node={ranks}', f'--master_port={_free_port()}',
-          'worker.py', TINY_CONFIG, '--launcher', 'pytorch', '--work-dir', 'run', '--cfg-options', *options],
-         work, env)
+          'worker.py', TINY_CONFIG, '--launcher', 'pytorch', '--accumulate', '2', '--work-dir', 'run',
+          '--cfg-options', *options], work, env)
     states = [torch.load(work / 'run' / f'rank{r}.pth', weights_only=True) for r in range(ranks)]
     return compare_ranks(states, ctx.device)
 
@@ -237,7 +238,8 @@ def compare_ranks(states: List[dict], device: str) -> str:
     stats = sum(n.startswith('buffer:') for n in states[0])
     tail = (f' and the {stats} running statistics of {syncbn} SyncBN layers' if syncbn else
             ' (BN statistics stay per rank: SyncBN needs GPUs)')
-    return f'{len(states)} ranks ({backend}), 3 iterations: all {params} parameters{tail} equal on every rank'
+    return (f'{len(states)} ranks ({backend}), 3 iterations of 2 micro-batches: all {params} parameters{tail} '
+            f'equal on every rank')
 
 
 def check_compile(ctx) -> str:

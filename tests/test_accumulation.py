@@ -1,0 +1,273 @@
+"""The config's images per iteration on any GPU count (issue #33): the plan, the
+accumulating loop against one big batch on mmengine's Runner, resuming at a step boundary,
+and the gradients of 4 micro-batches of 2 against one batch of 8 on our segmentors:
+equal where the loss is a mean over equal parts, and exactly what changes where not (BN,
+EoMT's per-micro-batch normalisation)."""
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+from mmengine.config import Config
+from mmengine.hooks import Hook
+from mmengine.model import BaseModel
+from mmengine.runner import Runner
+
+import vit5seg  # noqa: F401  (registers the loop)
+from conftest import REPO
+from test_eomt import labelled_batch, tiny_eomt
+from vit5seg.engine.accumulation import AccumulationError, BatchPlan, apply_plan, batch_plan
+from vit5seg.models.segmentor import tiny_segmentor
+
+ENTRY = REPO / 'configs' / 'vit5_upernet_ade20k.py'
+
+
+# --- the plan ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize('gpus, micro', [(1, 8), (2, 4), (4, 2), (8, 1), (16, 1)])
+def test_auto_keeps_16_images_per_iteration_on_1_to_8_gpus(gpus, micro):
+    cfg = Config.fromfile(str(ENTRY))
+    plan = batch_plan(cfg, gpus, 'auto')
+    assert plan == BatchPlan(gpus, 2, micro, 16)
+    assert plan.images_per_iteration == max(16, 2 * gpus)
+    apply_plan(cfg, plan)
+    lr = cfg.optim_wrapper.optimizer.lr
+    if micro > 1:
+        assert cfg.train_cfg.type == 'AccumulatingIterBasedTrainLoop' and cfg.optim_wrapper.accumulative_counts == micro
+    else:
+        assert cfg.train_cfg.type == 'IterBasedTrainLoop' and 'accumulative_counts' not in cfg.optim_wrapper
+    assert lr == 6e-5 and cfg.train_cfg.max_iters == 160000  # lr and schedule as configured
+
+
+def test_plans_that_cannot_be_are_one_error():
+    cfg = Config.fromfile(str(ENTRY))
+    with pytest.raises(AccumulationError, match='16 images per iteration.*3 GPU'):
+        batch_plan(cfg, 3, 'auto')
+    for bad in ('0', 'x', '-2'):
+        with pytest.raises(AccumulationError, match='positive number'):
+            batch_plan(cfg, 1, bad)
+    cfg.pop("auto_scale_lr")
+    with pytest.raises(AccumulationError, match='auto_scale_lr.base_batch_size'):
+        batch_plan(cfg, 1, 'auto')
+    assert batch_plan(cfg, 2, '3') == BatchPlan(2, 2, 3, 12)
+    cfg.train_cfg.type = 'EpochBasedTrainLoop'
+    with pytest.raises(AccumulationError, match='IterBasedTrainLoop'):
+        apply_plan(cfg, BatchPlan(1, 2, 8, 16))
+
+
+def test_run_seeds_on_2_gpus_prints_16_images_per_iteration():
+    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'run_seeds.py'), str(ENTRY), '--seeds', '0', '--gpus',
+                          '2', '--print'], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    comment, command = out.stdout.splitlines()
+    assert comment == '# each seed: 2 GPU(s) x 2 images x 4 micro-batch(es) = 16 images per iteration'
+    assert 'dist_train.sh' in command and f'{ENTRY} 2 ' in command and '--accumulate auto' in command
+    dist = (REPO / 'tools' / 'dist_train.sh').read_text() + (REPO / 'tools' / 'slurm_train.sh').read_text()
+    assert dist.count('--accumulate auto "${@:') == 2  # before the user's arguments: theirs win
+
+
+# --- the loop on mmengine's Runner -------------------------------------------------------
+
+class Points(torch.utils.data.Dataset):
+    def __init__(self, n=64):
+        gen = torch.Generator().manual_seed(0)
+        self.x, self.y = torch.randn(n, 6, generator=gen), torch.randn(n, 3, generator=gen)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return dict(x=self.x[i], y=self.y[i])
+
+
+class Regressor(BaseModel):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+    def forward(self, x, y, mode='loss'):
+        return dict(loss=((self.net(x) - y) ** 2).mean())
+
+
+class Losses(Hook):
+    def __init__(self):
+        self.seen = []
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        self.seen.append((runner.iter, float(outputs['loss']), len(data_batch['x'])))
+
+
+def train_points(work_dir, batch, micro, iters, resume=False, checkpoint=100):
+    losses = Losses()
+    loop = 'AccumulatingIterBasedTrainLoop' if micro > 1 else 'IterBasedTrainLoop'
+    runner = Runner(
+        model=Regressor(), work_dir=str(work_dir), default_scope='mmseg', custom_hooks=[losses],
+        train_dataloader=dict(dataset=Points(), batch_size=batch, num_workers=0,
+                              sampler=dict(type='InfiniteSampler', shuffle=False),
+                              collate_fn=dict(type='default_collate')),
+        train_cfg=dict(type=loop, max_iters=iters, val_interval=1000),
+        optim_wrapper=dict(optimizer=dict(type='AdamW', lr=0.05), accumulative_counts=micro),
+        # warm-up and decay in iterations: counted in micro-batches they would end early
+        param_scheduler=[dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=3),
+                         dict(type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=3, end=6)],
+        default_hooks=dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=checkpoint),
+                           logger=dict(type='LoggerHook', interval=1)),
+        resume=resume, randomness=dict(seed=0), log_level='WARNING')
+    runner.train()
+    return runner, losses.seen
+
+
+def test_four_micro_batches_of_2_step_as_one_batch_of_8_and_resume_at_step_boundaries(tmp_path):
+    big, big_losses = train_points(tmp_path / 'big', 8, 1, 6)
+    acc, acc_losses = train_points(tmp_path / 'acc', 2, 4, 6)
+    assert acc.iter == 6 and acc.optim_wrapper._inner_count == 24
+    # the hooks see one step: its 8 images and the mean loss over them
+    assert [(i, n) for i, _, n in acc_losses] == [(i, 8) for i in range(6)]
+    assert [loss for _, loss, _ in acc_losses] == pytest.approx([loss for _, loss, _ in big_losses], rel=1e-5)
+    for (name, p), q in zip(big.model.named_parameters(), acc.model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
+    assert acc.optim_wrapper.get_lr()['lr'] == pytest.approx(big.optim_wrapper.get_lr()['lr'])
+
+    # stopped at step 3 (checkpoint), resumed to 6: the same weights as the run never stopped
+    train_points(tmp_path / 'cut', 2, 4, 3, checkpoint=3)
+    assert (tmp_path / 'cut' / 'iter_3.pth').is_file()
+    resumed, resumed_losses = train_points(tmp_path / 'cut', 2, 4, 6, resume=True)
+    assert [i for i, _, _ in resumed_losses] == [3, 4, 5]
+    assert [loss for _, loss, _ in resumed_losses] == [loss for _, loss, _ in acc_losses[3:]]
+    for p, q in zip(acc.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(p, q)
+
+
+# --- gradients of our segmentors ---------------------------------------------------------
+
+def no_dropout(model):
+    """The same network for a batch and its micro-batches."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd):  # Dropout2d in the decode heads
+            m.p = 0.0
+        if hasattr(m, 'drop_prob'):  # timm's DropPath
+            m.drop_prob = 0.0
+
+
+def _grads(model, loss_fn):
+    model.zero_grad()
+    loss_fn().backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def _upernet_batch(n, seed):
+    gen = torch.Generator().manual_seed(seed)
+    inputs = torch.randn(n, 3, 64, 64, generator=gen)
+    labels = torch.randint(0, 150, (n, 1, 64, 64), generator=gen)
+    labels[:, :, :8] = 255  # ignored pixels: the CE averages over every pixel (mmseg's avg_non_ignore=False)
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+    samples = []
+    for label in labels:
+        s = SegDataSample(metainfo=dict(img_shape=(64, 64), ori_shape=(64, 64), pad_shape=(64, 64)))
+        s.gt_sem_seg = PixelData(data=label)
+        samples.append(s)
+    return inputs, samples
+
+
+def _accumulated(model, inputs, samples, k):
+    def loss():
+        total = 0
+        for j in range(k):
+            part = slice(j * len(inputs) // k, (j + 1) * len(inputs) // k)
+            losses = model.loss(inputs[part], samples[part])
+            total = total + sum(v for n, v in losses.items() if 'loss' in n) / k  # mmengine's scale_loss
+        return total
+    return loss
+
+
+def _whole(model, inputs, samples):
+    return lambda: sum(v for n, v in model.loss(inputs, samples).items() if 'loss' in n)
+
+
+def test_upernet_gradients_equal_one_batch_of_8_except_through_batch_norm():
+    model = tiny_segmentor(ENTRY)
+    inputs, samples = _upernet_batch(8, 0)
+    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    assert bns  # the neck and heads normalise with (Sync)BN
+    model.train()
+    no_dropout(model)
+    for bn in bns:  # statistics from the running estimates: the loss is a mean over equal parts
+        bn.eval()
+    whole = _grads(model, _whole(model, inputs, samples))
+    acc = _grads(model, _accumulated(model, inputs, samples, 4))
+    torch.testing.assert_close(acc, whole, rtol=1e-4, atol=1e-7)
+    # as trained, BN normalises each micro-batch of 2 by its own statistics (SyncBN: 2 per GPU)
+    for bn in bns:
+        bn.train()
+    whole = _grads(model, _whole(model, inputs, samples))
+    acc = _grads(model, _accumulated(model, inputs, samples, 4))
+    # not equal: 0.93 of the norm apart, cosine 0.65, on this untrained net and random labels
+    assert ((acc - whole).norm() / whole.norm()).item() > 0.1
+    assert 0.3 < torch.nn.functional.cosine_similarity(acc, whole, dim=0) < 0.99
+
+
+def _fixed_rand(*shape, generator=None, device=None, dtype=None, **kwargs):
+    """A stand-in for torch.rand whose rows do not depend on how many there are: each mask
+    and each image gets the same points in a batch of 8 and in a micro-batch of 2."""
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape
+    tail = shape[-2:] if len(shape) >= 2 else shape
+    n = int(torch.tensor(tail).prod())
+    row = torch.frac(torch.arange(1, n + 1, dtype=torch.float64) * 0.6180339887498949).reshape(tail)
+    return row.to(dtype or torch.float32).to(device).expand(shape).contiguous()
+
+
+def _eomt_parts(model, inputs, samples):
+    """The batch's class CE and mask losses (BCE + dice), summed over the supervised blocks."""
+    losses = model.loss(inputs, samples)
+    ce = sum(v for n, v in losses.items() if n.endswith('loss_cls_ce'))
+    return ce, sum(v for n, v in losses.items() if n.endswith(('loss_mask_ce', 'loss_mask_dice')))
+
+
+def test_eomt_micro_batches_weigh_their_losses_by_1_over_k_not_by_their_target_masks(monkeypatch):
+    """A batch of 8 normalises the mask losses by its M target masks and the class CE by its
+    summed class weights A; 4 micro-batches each by their own M_j, A_j, then average. So the
+    batch's gradient is sum_j (M_j / M) grad L_j (resp. A_j / A) where accumulation gives
+    sum_j grad L_j / 4: equal when every micro-batch has as many target masks."""
+    monkeypatch.setattr(torch, 'rand', _fixed_rand)
+    model = tiny_eomt(num_queries=6)
+    no_dropout(model)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    inputs, samples = labelled_batch(8, hw=(64, 64))
+    # targets per image, counted here from the labels: 3 (two halves and the square), or 2
+    for i in (2, 3, 5, 7):
+        samples[i].gt_sem_seg.data[:, 10:40, 20:60] = 3
+    counts = [len(set(s.gt_sem_seg.data.unique().tolist()) - {255}) for s in samples]
+    assert counts == [3, 3, 2, 2, 3, 2, 3, 2]
+    no_object = model.decode_head._losses()[0].class_weight[-1]
+    Q = model.decode_head.num_queries
+
+    def grad(loss):
+        grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+        return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, grads)])
+    whole_ce, whole_mask = map(grad, _eomt_parts(model, inputs, samples))
+    parts = [_eomt_parts(model, inputs[2 * j:2 * j + 2], samples[2 * j:2 * j + 2]) for j in range(4)]
+    ce_j = [grad(ce) for ce, _ in parts]
+    mask_j = [grad(mask) for _, mask in parts]
+    M_j = [sum(counts[2 * j:2 * j + 2]) for j in range(4)]
+    A_j = [sum(c + no_object * (Q - c) for c in counts[2 * j:2 * j + 2]) for j in range(4)]
+    M, A = sum(M_j), sum(A_j)
+    torch.testing.assert_close(sum(m / M * g for m, g in zip(M_j, mask_j)), whole_mask, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(sum(a / A * g for a, g in zip(A_j, ce_j)), whole_ce, rtol=1e-4, atol=1e-6)
+    accumulated = sum(mask_j) / 4 + sum(ce_j) / 4
+    whole = whole_mask + whole_ce
+    assert M_j == [6, 4, 5, 5] and (accumulated - whole).norm() / whole.norm() > 1e-3  # 0.115 here
+    # the bound: |sum_j (1/4 - M_j/M) g_j| <= max_j |1/4 - M_j/M| * sum_j |g_j| (A_j alike)
+    bound = (max(abs(0.25 - m / M) for m in M_j) * sum(g.norm() for g in mask_j)
+             + max(abs(0.25 - a / A) for a in A_j) * sum(g.norm() for g in ce_j))
+    assert (accumulated - whole).norm() <= bound
+    # as many target masks in every micro-batch: the same gradient
+    same = [0, 2, 1, 3, 4, 5, 6, 7]  # pairs of 3 + 2
+    inputs, samples = inputs[same], [samples[i] for i in same]
+    whole = sum(map(grad, _eomt_parts(model, inputs, samples)))
+    accumulated = sum(grad(sum(_eomt_parts(model, inputs[2 * j:2 * j + 2], samples[2 * j:2 * j + 2]))) / 4
+                      for j in range(4))
+    torch.testing.assert_close(accumulated, whole, rtol=1e-4, atol=1e-6)
