@@ -408,18 +408,29 @@ def test_two_stage_warmup_then_poly_per_group_and_on_resume():
 # --- the tools on the tiny twin ----------------------------------------------------------
 
 @pytest.mark.slow
-def test_tiny_eomt_trains_logs_its_annealing_tests_and_exports(tmp_path):
+def test_tiny_eomt_trains_compiled_logs_its_annealing_tests_and_exports(tmp_path):
+    """tools/train.py with model.backbone.compile=True (a graph per kind of block, none per
+    step: test_compiled_eomt_equals_eager_and_recompiles_on_no_step), then test, export and
+    inference from the checkpoint, eager."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
     from vit5seg.datasets import make_synthetic_ade20k
     root = make_synthetic_ade20k(tmp_path / 'data', num_train=8, num_val=4, size=96, seed=0)
     iters = 6  # P_i reaches 0 at 2 and 4
     opts = [f'{k}.dataset.data_root={root}' for k in ('train_dataloader', 'val_dataloader', 'test_dataloader')]
     opts += [f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters}', 'train_dataloader.batch_size=2',
              f'param_scheduler.0.end={iters}', 'param_scheduler.0.warmup_new=2', 'param_scheduler.0.warmup_backbone=2',
-             'default_hooks.logger.interval=1',
+             'default_hooks.logger.interval=1', 'model.backbone.compile=True',
              'custom_hooks.3.starts=[0,2]', 'custom_hooks.3.ends=[2,4]']
     work = tmp_path / 'work'
+    torch._dynamo.reset()
+    counters.clear()
     out = run_script(REPO / 'tools' / 'train.py', TINY, '--work-dir', work, '--cfg-options', *opts, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
+    # blocks without queries, with queries and a mask, with queries and none; the prediction;
+    # validation's no-grad versions at its image sizes: not one per step
+    assert counters['stats']['unique_graphs'] <= 8, dict(counters['stats'])  # 6 with torch 2.14
     records = [r for r in logged_scalars(work) if 'mask_prob_0' in r]
     probs = {r['iter']: (r['mask_prob_0'], r['mask_prob_1']) for r in records}
     # logged after iteration t + 1 ran with P(t): block 0 anneals over [0, 2), block 1 over [2, 4)
@@ -443,3 +454,55 @@ def test_tiny_eomt_trains_logs_its_annealing_tests_and_exports(tmp_path):
     image = sorted((root / 'images' / 'validation').glob('*.jpg'))[0]
     result = inference_model(model, str(image))
     assert result.pred_sem_seg.data.shape[1:] == (96, 120)
+
+
+# --- torch.compile -----------------------------------------------------------------------
+
+def _features(model, inputs, samples, seed):
+    torch.manual_seed(seed)  # the same mask drops and loss points for both models
+    losses = model.loss(inputs, samples)
+    total = sum(v for k, v in losses.items() if 'loss' in k)
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(total, params, allow_unused=True)
+    return total.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+
+
+@pytest.mark.slow
+def test_compiled_eomt_equals_eager_and_recompiles_on_no_step():
+    """Blocks and predictions compiled (model.backbone.compile=True), the mask drop outside:
+    the losses, every gradient and the prediction equal eager's within 1e-5; a second
+    training step with other mask probabilities, and a second prediction, compile nothing."""
+    import time
+
+    import torch._dynamo
+
+    eager = tiny_eomt()
+    cfg = Config.fromfile(str(TINY))
+    cfg.model.backbone.compile = True
+    compiled = build_segmentor(cfg)
+    compiled.load_state_dict(eager.state_dict())
+    inputs, samples = labelled_batch(hw=(64, 64))
+    eager.train(), compiled.train()
+    torch._dynamo.reset()
+    for step, probs in enumerate(([0.6, 0.3], [0.5, 0.2], [0.3, 0.0])):
+        eager.decode_head.mask_probs = compiled.decode_head.mask_probs = probs
+        start = time.perf_counter()
+        # step 1: other probabilities, nothing to compile; step 2: P = 0 for the second block
+        # compiles a block with queries and no mask, once for the rest of training
+        with torch._dynamo.config.patch(error_on_recompile=step == 1):
+            loss_c, grads_c = _features(compiled, inputs, samples, seed=step)
+        seconds = time.perf_counter() - start
+        loss_e, grads_e = _features(eager, inputs, samples, seed=step)
+        torch.testing.assert_close(loss_c, loss_e, rtol=1e-5, atol=1e-5)
+        scale = max(g.abs().max() for g in grads_e)
+        assert max((a - b).abs().max() for a, b in zip(grads_c, grads_e)) <= 1e-5 * scale
+        print(f'compiled EoMT, training step {step}: {seconds:.1f} s')
+    eager.eval(), compiled.eval()
+    meta = [SegDataSample(metainfo=dict(img_shape=(64, 64), ori_shape=(64, 64)))] * 2
+    with torch.no_grad():
+        expected = eager.predict(inputs, meta)
+        compiled.predict(inputs, meta)
+        with torch._dynamo.config.patch(error_on_recompile=True):
+            got = compiled.predict(inputs, meta)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a.seg_logits.data, b.seg_logits.data, rtol=1e-5, atol=1e-5)

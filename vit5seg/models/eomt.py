@@ -187,6 +187,19 @@ class EoMTHead(BaseDecodeHead):
         return losses
 
 
+def _run_block(blk: nn.Module, x: torch.Tensor, rope: Optional[torch.Tensor], attn_mask: Optional[torch.Tensor],
+               use_cp: bool) -> torch.Tensor:
+    return blk.forward_cp(x, rope, attn_mask) if use_cp else blk(x, rope, attn_mask)
+
+
+@torch.compiler.disable  # random and set per step: outside any graph, as upstream
+def _drop_rows(rows: torch.Tensor, prob: float) -> torch.Tensor:
+    """Each query's mask row (B, Q, h*w), fully opened with probability 1 - prob."""
+    if prob >= 1:
+        return rows
+    return rows | (torch.rand(*rows.shape[:2], 1, device=rows.device) >= prob)
+
+
 @MODELS.register_module()
 class EoMTEncoderDecoder(EncoderDecoder):
     """mmseg's EncoderDecoder whose "features" are EoMT's predictions (see the module
@@ -215,12 +228,33 @@ class EoMTEncoderDecoder(EncoderDecoder):
         if not 1 <= head.num_blocks <= bb.num_layers:
             raise ValueError(f'decode_head.num_blocks={head.num_blocks} must be within 1..{bb.num_layers} '
                              f'(the backbone\'s blocks)')
-        if bb.compile_cfg is not None:
-            raise ValueError('EoMT runs the backbone\'s blocks itself (queries join before the last ones): '
-                             'model.backbone.compile is not supported here')
         if head.patch_size != bb.patch_size:
             raise ValueError(f'decode_head.patch_size={head.patch_size} differs from the backbone\'s '
                              f'{bb.patch_size}')
+        self._compiled = None  # (block, prediction) made on first use with model.backbone.compile
+
+    def __getstate__(self):
+        # compiled functions' caches belong to this instance: a copy (EMA, pickling) compiles its own
+        state = self.__dict__.copy()
+        state['_compiled'] = None
+        return state
+
+    def _block_and_prediction(self):
+        """The two functions the forward runs per block: eager, or compiled with
+        ``model.backbone.compile``'s arguments. Upstream compiles the whole model; here each
+        block with its queries and mask, and each prediction, is one graph, shared by every
+        block of the same kind (graphs: the blocks without queries, those with a mask,
+        those with queries and no mask, each for training and inference), so no step
+        recompiles: the per-step mask probabilities and the random drop stay outside."""
+        if self.backbone.compile_cfg is None:
+            return _run_block, self._predict
+        if self._compiled is None:
+            self._compiled = (torch.compile(_run_block, **self.backbone.compile_cfg),
+                              torch.compile(self._predict, **self.backbone.compile_cfg))
+        return self._compiled
+
+    def _predict(self, x: torch.Tensor, grid: Tuple[int, int]) -> Tuple[torch.Tensor, torch.Tensor]:
+        return self.decode_head.predict_tokens(self.backbone.norm(x), grid)
 
     def attention_mask(self, mask_logits: torch.Tensor, grid: Tuple[int, int], prob: float,
                        num_tokens: int) -> torch.Tensor:
@@ -231,16 +265,15 @@ class EoMTEncoderDecoder(EncoderDecoder):
         B, (h, w) = mask_logits.shape[0], grid
         inside = F.interpolate(mask_logits.detach(), size=(h, w), mode='bilinear', align_corners=False) > 0
         mask = torch.ones(B, num_tokens, num_tokens, dtype=torch.bool, device=mask_logits.device)
-        rows = inside.flatten(2)                                              # (B, Q, h*w)
-        if prob < 1:
-            rows = rows | (torch.rand(B, Q, 1, device=rows.device) >= prob)
-        mask[:, :Q, Q + 1:Q + 1 + h * w] = rows
+        mask[:, :Q, Q + 1:Q + 1 + h * w] = _drop_rows(inside.flatten(2), prob)   # (B, Q, h*w)
         return mask[:, None]
 
     def extract_feat(self, inputs: torch.Tensor) -> EoMTFeatures:
         bb, head = self.backbone, self.decode_head
         B, (H, W) = inputs.shape[0], inputs.shape[-2:]
-        x, grid, rope = bb.embed(inputs)                      # (B, 1 + h*w + R, C)
+        compiled = bb.compile_cfg is not None
+        x, grid, rope = bb.embed(inputs, real_rope=compiled)  # (B, 1 + h*w + R, C); inductor: real RoPE
+        run_block, predict = self._block_and_prediction()
         first = bb.num_layers - head.num_blocks
         supervise = self.training
         use_cp = bb.with_cp and self.training and torch.is_grad_enabled()
@@ -251,14 +284,14 @@ class EoMTEncoderDecoder(EncoderDecoder):
                 x = torch.cat([head.queries.weight[None].expand(B, -1, -1).to(x.dtype), x], dim=1)
                 rope = None if rope is None else prepend_identity_rows(rope, head.num_queries)
             if i >= first and supervise:
-                cls, masks = head.predict_tokens(bb.norm(x), grid)
+                cls, masks = predict(x, grid)
                 class_logits.append(cls)
                 mask_logits.append(masks)
                 prob = head.mask_probs[i - first]
                 if prob > 0:
                     attn_mask = self.attention_mask(masks, grid, prob, x.shape[1])
-            x = blk.forward_cp(x, rope, attn_mask) if use_cp else blk(x, rope, attn_mask)
-        cls, masks = head.predict_tokens(bb.norm(x), grid)
+            x = run_block(blk, x, rope, attn_mask, use_cp)
+        cls, masks = predict(x, grid)
         class_logits.append(cls)
         mask_logits.append(masks)
         h, w = grid

@@ -2,11 +2,12 @@
 
     python tools/selfcheck.py [--device cpu|cuda] [--gpus N] [--quick] --out DIR
 
-Writes ``DIR/selfcheck.json`` ({"environment", "tested_set", "checks", "figures",
+Writes ``DIR/selfcheck.json`` ({"environment", "tested_set", "checks", "figures", "eomt",
 "estimates"}) and a readable ``DIR/selfcheck.md``; exits 1 if any check fails.
 ``environment`` says what the machine is and which code ran (version, commit, how it is
 installed), ``tested_set`` the lock's versions beside it, ``checks`` holds the checks,
-``figures`` the measurements.
+``figures`` the measurements, ``eomt`` EoMT's speed eager and compiled, ``estimates`` the
+run time of the entry configs and EoMT on 1, 2, 4 and 8 GPUs.
 """
 import argparse
 import json
@@ -17,7 +18,8 @@ from typing import List, Optional
 import torch
 
 from .checks import CHECKS, ENTRY_CONFIGS, QUICK, Context, Skip
-from .figures import estimate_line, rms_norm_figures, schedule_estimates, segmentor_figures
+from .figures import (EOMT_CONFIGS, eomt_figures, eomt_table, estimate_line, rms_norm_figures, schedule_estimates,
+                      segmentor_figures)
 from .machine import default_device, environment, no_cuda_reason, nvidia_gpus, tested_set
 
 __all__ = ['CHECKS', 'QUICK', 'main', 'selfcheck']
@@ -60,10 +62,16 @@ def report_markdown(report: dict) -> str:
         lines += [f'| {k} | {v} |' for k, v in report['figures'].items()]
     else:
         lines.append('(none: --quick or --no-figures)')
+    if report.get('eomt'):
+        lines += ['', '## EoMT, eager and compiled', '',
+                  'Inference images/s of whole images at batch 1 and 8, train images/s at 2 images per step with '
+                  'every mask on; `first_train_step_s`: the compiled first step, compiling included.', '']
+        lines += eomt_table(report['eomt'])
     if report.get('estimates'):
-        lines += ['', '## Run time and memory of the entry configs', '',
-                  'Train steps only, at the step measured here (a DDP rank adds the gradient all-reduce; '
-                  'data loading and validation are not counted).', '']
+        lines += ['', '## Run time and memory on 1, 2, 4 and 8 GPUs', '',
+                  'Train steps only, at the step measured here, each GPU count keeping the config\'s images per '
+                  'iteration by gradient accumulation (a DDP rank adds the gradient all-reduce; data loading and '
+                  'validation are not counted). On CPU at 128 px, to stay within minutes.', '']
         lines += [f'- {estimate_line(row)}' for row in report['estimates']]
     return '\n'.join(lines) + '\n'
 
@@ -86,11 +94,14 @@ def selfcheck(device: Optional[str] = None, gpus: Optional[int] = None, quick: b
     if figures and not quick:
         width = 768 if device == 'cuda' else 384
         report['figures'].update(rms_norm_figures(device, width))
-        report['figures'].update(segmentor_figures(device, repeats or (5 if device == 'cuda' else 2)))
-        if device == 'cuda':
-            report['estimates'] = schedule_estimates(ENTRY_CONFIGS.values(), device, gpus, repeats or 5)
-            for row in report['estimates']:
-                print(estimate_line(row), flush=True)
+        rounds = repeats or (5 if device == 'cuda' else 2)
+        report['figures'].update(segmentor_figures(device, rounds))
+        report['eomt'] = eomt_figures(device, rounds)
+        print('\n'.join(eomt_table(report['eomt'])), flush=True)
+        report['estimates'] = schedule_estimates([*ENTRY_CONFIGS.values(), *EOMT_CONFIGS.values()], device, rounds,
+                                                 crop=None if device == 'cuda' else 128)
+        for row in report['estimates']:
+            print(estimate_line(row), flush=True)
     (out / 'selfcheck.json').write_text(json.dumps(report, indent=2))
     (out / 'selfcheck.md').write_text(report_markdown(report))
     return report

@@ -1,20 +1,26 @@
 """The self-check's figures: RMSNorm both ways, train and inference speed and memory of our
-UperNets beside mmseg's own, and the run time and memory of the entry configs."""
+UperNets beside mmseg's own, EoMT S/B/L eager and compiled, and the run time and memory of
+the entry configs on 1, 2, 4 and 8 GPUs."""
 import os
 import statistics
+import time
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import torch
 
 from ..benchmark import AMP_DTYPES, SegmentorSteps, segmentor_peak_mb
+from ..engine.accumulation import batch_plan
 from ..models.segmentor import build_segmentor
 from ..paths import config_path
-from ..utils.timing import time_interleaved
+from ..utils.timing import sync_device, time_interleaved
 from .checks import ENTRY_CONFIGS
 
 # the protocol's images per iteration (8 GPUs x 2), shared/segmentation-protocol.md
 PROTOCOL_BATCH = 16
+GPU_COUNTS = (1, 2, 4, 8)
+EOMT_CONFIGS = {f'vit5-{size}-eomt': config_path(f'eomt/vit5-{size}_eomt_ade20k.py')
+                for size in ('small', 'base', 'large')}
 
 
 def rms_norm_figures(device: str, width: int, repeats: int = 20) -> dict:
@@ -85,38 +91,109 @@ def device_memory_gib(device: str) -> float:
     return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2 ** 30
 
 
-def schedule_estimates(configs, device: str, gpus: int, repeats: int) -> List[dict]:
-    """For each config, as configured (crop, images per GPU, iterations): the train step
-    measured here in float32 and under bf16 autocast (fp16 on a GPU without bf16), its peak
-    memory against the device's, and the hours the schedule takes at that step. A DDP
-    rank's step is this step plus the gradient all-reduce (not measured here); data
-    loading and validation are not counted."""
+def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = None,
+                 modes=('eager', 'compiled'), precisions=('float32', 'bf16')) -> List[dict]:
+    """EoMT of each config (default: ViT-5 S, B, L on CUDA; S on CPU), one row per
+    (mode, precision): whole-image inference images/s at batch 1 and 8, train images/s at
+    the config's images per GPU (every mask on, P = 1: the costliest step), float32 and bf16
+    autocast, eager and compiled (the config's ``model.backbone.compile`` arguments, or
+    ``True``); on CUDA the train step's peak
+    memory. The compiled rows add the first train step's seconds (compiling included).
+    Crops: 512 on CUDA, 128 on CPU. Eager and compiled are interleaved per config."""
+    from mmengine.config import Config
+    cuda = device == 'cuda'
+    crop = crop or (512 if cuda else 128)
+    configs = configs or (EOMT_CONFIGS if cuda else {'vit5-small-eomt': EOMT_CONFIGS['vit5-small-eomt']})
+    kind = torch.device(device).type
+    rows = []
+    for name, config in configs.items():
+        cfg = Config.fromfile(str(config))
+        per_gpu = cfg.train_dataloader.batch_size
+        steps, first_step = {}, {}
+        # compiled: with the config's torch.compile arguments where it has some
+        compile_args = {'eager': False, 'compiled': cfg.model.backbone.get('compile') or True}
+        for mode in modes:
+            model_cfg = cfg.model.copy()
+            model_cfg.backbone.compile = compile_args[mode]
+            model = build_segmentor(model_cfg, device)
+            timed = {n: SegmentorSteps(model, crop, n, device, (crop, crop), window=crop) for n in {1, 8, per_gpu}}
+            for precision in precisions:
+                amp = AMP_DTYPES.get(precision)
+
+                def autocast(amp=amp):
+                    return torch.autocast(kind, dtype=amp, enabled=amp is not None)
+                train = timed[per_gpu].train(amp)
+                if mode == 'compiled':  # the first call compiles; timed apart from the steady steps
+                    start = time.perf_counter()
+                    train()
+                    sync_device(device)
+                    first_step[precision] = time.perf_counter() - start
+                steps.update({(mode, precision, 'train'): train, (mode, precision, 'b1'): timed[1].whole(autocast),
+                              (mode, precision, 'b8'): timed[8].whole(autocast)})
+        times = time_interleaved(steps, device, warmup=1, repeats=repeats)
+        del steps, timed, model
+        for mode in modes:
+            for precision in precisions:
+                med = {what: statistics.median(times[(mode, precision, what)]) for what in ('train', 'b1', 'b8')}
+                row = dict(model=name, mode=mode, precision=precision, crop=crop,
+                           infer_b1_images_s=round(1 / med['b1'], 2), infer_b8_images_s=round(8 / med['b8'], 2),
+                           train_images_s=round(per_gpu / med['train'], 2))
+                if mode == 'compiled':
+                    row['first_train_step_s'] = round(first_step[precision], 1)
+                if cuda:
+                    model_cfg = cfg.model.copy()
+                    model_cfg.backbone.compile = compile_args[mode]
+                    peak = segmentor_peak_mb(model_cfg, crop, per_gpu, device, None if precision == 'float32' else precision)
+                    row['train_peak_gib'] = round(peak / 1024, 2)
+                rows.append(row)
+    return rows
+
+
+def eomt_table(rows: List[dict]) -> List[str]:
+    columns = [k for k in rows[0] if k not in ('first_train_step_s', 'train_peak_gib')]
+    columns += [k for k in ('train_peak_gib', 'first_train_step_s') if any(k in r for r in rows)]
+    lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
+    return lines + ['| ' + ' | '.join(str(r.get(c, '')) for c in columns) + ' |' for r in rows]
+
+
+def schedule_estimates(configs, device: str, repeats: int, crop: Optional[int] = None) -> List[dict]:
+    """For each config, at its images per GPU and iterations (and its crop, or ``crop`` to
+    measure at a smaller size): the train step measured here in float32 and under bf16
+    autocast (fp16 on a GPU without bf16), its peak memory against the device's, and the
+    hours of train steps the schedule takes on 1, 2, 4 and 8 such GPUs keeping the config's
+    images per iteration (``--accumulate auto``: each iteration is that many micro-batch
+    steps). A DDP rank's step is this step plus the gradient all-reduce (not measured
+    here); data loading and validation are not counted."""
     from mmengine.config import Config
     total_gib = device_memory_gib(device)
     amp = 'fp16' if device == 'cuda' and not torch.cuda.is_bf16_supported() else 'bf16'
     rows = []
     for config in configs:
         cfg = Config.fromfile(str(config))
-        crop, per_gpu, iters = cfg.crop_size[0], cfg.train_dataloader.batch_size, cfg.train_cfg.max_iters
-        timed = SegmentorSteps(build_segmentor(cfg.model, device), crop, per_gpu, device, (crop, crop), window=crop)
+        size = crop or cfg.crop_size[0]
+        per_gpu, iters = cfg.train_dataloader.batch_size, cfg.train_cfg.max_iters
+        plans = {gpus: batch_plan(cfg, gpus, 'auto') for gpus in GPU_COUNTS}
+        timed = SegmentorSteps(build_segmentor(cfg.model, device), size, per_gpu, device, (size, size), window=size)
         times = time_interleaved({None: timed.train(), amp: timed.train(AMP_DTYPES[amp])}, device, warmup=2,
                                  repeats=repeats)
         del timed
         for precision, values in times.items():
             step = statistics.median(values)
-            peak = segmentor_peak_mb(cfg.model, crop, per_gpu, device, precision) / 1024
-            rows.append(dict(config=Path(config).name, precision=precision or 'float32', crop=crop,
+            peak = segmentor_peak_mb(cfg.model, size, per_gpu, device, precision) / 1024
+            rows.append(dict(config=Path(config).name, precision=precision or 'float32', crop=size,
                              images_per_gpu=per_gpu, iterations=iters, step_s=round(step, 4),
                              peak_gib=round(peak, 2), gpu_gib=round(total_gib, 1), fits=peak < 0.95 * total_gib,
-                             gpus=gpus, images_per_iteration=gpus * per_gpu,
-                             hours=round(iters * step / 3600, 2)))
+                             images_per_iteration=plans[1].images_per_iteration,
+                             micro_batches={g: p.micro_batches for g, p in plans.items()},
+                             hours={g: round(iters * p.micro_batches * step / 3600, 2) for g, p in plans.items()},
+                             unit='GPU' if device == 'cuda' else 'process'))
     return rows
 
 
 def estimate_line(row: dict) -> str:
     fits = 'fits' if row['fits'] else 'does NOT fit'
-    protocol = '' if row['images_per_iteration'] == PROTOCOL_BATCH else (
-        f"; the protocol's {PROTOCOL_BATCH} images/iteration need {PROTOCOL_BATCH // row['images_per_gpu']} GPUs")
-    return (f"{row['config']} ({row['precision']}): {row['iterations']} iterations x {row['step_s']:.3f} s = "
-            f"{row['hours']:.1f} h of train steps on {row['gpus']} GPU(s) x {row['images_per_gpu']} images"
-            f"{protocol}; peak {row['peak_gib']:.1f} of {row['gpu_gib']:.0f} GiB: {fits}")
+    unit = row.get('unit', 'GPU')
+    hours = ', '.join(f"{h:.1f} h on {g} {unit}{'s' if g > 1 else ''}" for g, h in row['hours'].items())
+    return (f"{row['config']} ({row['precision']}, {row['crop']}px): {row['step_s']:.3f} s per step of "
+            f"{row['images_per_gpu']} images; {row['iterations']} iterations of {row['images_per_iteration']} "
+            f"images: {hours}; peak {row['peak_gib']:.1f} of {row['gpu_gib']:.0f} GiB: {fits}")

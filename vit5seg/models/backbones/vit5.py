@@ -97,8 +97,9 @@ class ViT5(BaseModule):
         with_cp: activation checkpointing of every block during training.
         compile: ``torch.compile`` the block stack (``True``, or a dict of
             ``torch.compile`` arguments such as ``dict(mode='max-autotune')``); the
-            embedding and its RoPE table cache stay eager. Off by default: see
-            docs/performance.md for what it measured.
+            embedding and its RoPE table cache stay eager (in EoMT: each block with its
+            queries and mask, and each prediction; ``EoMTEncoderDecoder``). Off by
+            default: see docs/performance.md for what it measured.
         frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks
             (``-1``: nothing frozen).
         pretrained: a checkpoint path or URL, as mmseg's ``model.pretrained`` passes it;
