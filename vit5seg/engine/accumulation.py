@@ -146,8 +146,11 @@ class AccumulatingIterBasedTrainLoop(IterBasedTrainLoop):
         self.runner.call_hook('before_train')
         self.runner.call_hook('before_train_epoch')
         if self._iter > 0:
+            # mmengine's wrapper may have warned that iteration {iter} is not divisible by
+            # accumulative_counts: it counted steps as micro-batches before the line above
             print_log(f'Advance dataloader {self._iter} iterations x {k} micro-batches to skip data that has '
-                      f'already been trained', logger='current', level=logging.WARNING)
+                      f'already been trained (resumed at a step boundary: no gradient lost, whatever '
+                      f'mmengine warned above)', logger='current', level=logging.WARNING)
             for _ in range(self._iter * k):
                 next(self.dataloader_iterator)
         while self._iter < self._max_iters and not self.stop_training:
