@@ -5,5 +5,6 @@ from .hooks import NonFiniteLossError, NonFiniteLossHook, RandomStateHook, Skipp
 from .optim_constructor import ViT5OptimWrapperConstructor, no_weight_decay, vit5_layer_id
 
 __all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'EoMTMaskAnnealingHook', 'NonFiniteLossError',
-           'NonFiniteLossHook', 'RandomStateHook', 'SkippedSampleHook', 'TwoStageWarmupPolyLR', 'ViT5OptimWrapperConstructor', 'allow_unsafe_loading', 'atomic_torch_save',
-           'latest_complete_checkpoint', 'no_weight_decay', 'vit5_layer_id']
+           'NonFiniteLossHook', 'RandomStateHook', 'SkippedSampleHook', 'TwoStageWarmupPolyLR',
+           'ViT5OptimWrapperConstructor', 'allow_unsafe_loading', 'atomic_torch_save', 'latest_complete_checkpoint',
+           'no_weight_decay', 'vit5_layer_id']

@@ -143,7 +143,8 @@ def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = 
                 if cuda:
                     model_cfg = cfg.model.copy()
                     model_cfg.backbone.compile = compile_args[mode]
-                    peak = segmentor_peak_mb(model_cfg, crop, per_gpu, device, None if precision == 'float32' else precision)
+                    amp = None if precision == 'float32' else precision
+                    peak = segmentor_peak_mb(model_cfg, crop, per_gpu, device, amp)
                     row['train_peak_gib'] = round(peak / 1024, 2)
                 rows.append(row)
     return rows
