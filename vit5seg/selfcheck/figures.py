@@ -1,6 +1,7 @@
 """The self-check's figures: RMSNorm both ways, train and inference speed and memory of our
 UperNets beside mmseg's own, EoMT S/B/L eager and compiled, and the run time and memory of
 the entry configs on 1, 2, 4 and 8 GPUs."""
+import copy
 import os
 import statistics
 import time
@@ -16,8 +17,6 @@ from ..paths import config_path
 from ..utils.timing import sync_device, time_interleaved
 from .checks import ENTRY_CONFIGS
 
-# the protocol's images per iteration (8 GPUs x 2), shared/segmentation-protocol.md
-PROTOCOL_BATCH = 16
 GPU_COUNTS = (1, 2, 4, 8)
 EOMT_CONFIGS = {f'vit5-{size}-eomt': config_path(f'eomt/vit5-{size}_eomt_ade20k.py')
                 for size in ('small', 'base', 'large')}
@@ -112,10 +111,9 @@ def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = 
         steps, first_step = {}, {}
         # compiled: with the config's torch.compile arguments where it has some
         compile_args = {'eager': False, 'compiled': cfg.model.backbone.get('compile') or True}
+        model_cfgs = {mode: _with_compile(cfg.model, compile_args[mode]) for mode in modes}
         for mode in modes:
-            model_cfg = cfg.model.copy()
-            model_cfg.backbone.compile = compile_args[mode]
-            model = build_segmentor(model_cfg, device)
+            model = build_segmentor(model_cfgs[mode], device)
             timed = {n: SegmentorSteps(model, crop, n, device, (crop, crop), window=crop) for n in {1, 8, per_gpu}}
             for precision in precisions:
                 amp = AMP_DTYPES.get(precision)
@@ -141,13 +139,19 @@ def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = 
                 if mode == 'compiled':
                     row['first_train_step_s'] = round(first_step[precision], 1)
                 if cuda:
-                    model_cfg = cfg.model.copy()
-                    model_cfg.backbone.compile = compile_args[mode]
-                    amp = None if precision == 'float32' else precision
-                    peak = segmentor_peak_mb(model_cfg, crop, per_gpu, device, amp)
+                    peak = segmentor_peak_mb(model_cfgs[mode], crop, per_gpu, device,
+                                             None if precision == 'float32' else precision)
                     row['train_peak_gib'] = round(peak / 1024, 2)
                 rows.append(row)
     return rows
+
+
+def _with_compile(model_cfg, compile_args):
+    """A copy of ``model_cfg`` whose backbone compiles with ``compile_args`` (a ConfigDict's
+    copy() is shallow: it would change the config's own backbone)."""
+    model_cfg = copy.deepcopy(model_cfg)
+    model_cfg.backbone.compile = compile_args
+    return model_cfg
 
 
 def eomt_table(rows: List[dict]) -> List[str]:
