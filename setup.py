@@ -10,6 +10,7 @@ so a wheel built from the sdist has them too.
 """
 import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -22,14 +23,18 @@ IGNORED = shutil.ignore_patterns('__pycache__', '*.pyc', 'bootstrap.sh')
 
 
 def _commit():
-    if not (HERE / '.git').exists():  # an sdist: the commit its clone was at, if it says
-        info = HERE / 'build_info.json'
-        return json.loads(info.read_text()).get('commit') if info.is_file() else None
     # vit5seg.paths by its file: the package's __init__ needs torch, which a build has not
     spec = importlib.util.spec_from_file_location('_vit5seg_paths', HERE / 'vit5seg' / 'paths.py')
     paths = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(paths)
-    return paths.clone_commit(HERE)
+    if os.environ.get(paths.COMMIT_VARIABLE):
+        return os.environ[paths.COMMIT_VARIABLE]
+    if (HERE / '.git').exists():
+        return paths.clone_commit(HERE)
+    info = HERE / 'build_info.json'  # an sdist: the commit its clone was at, if it says
+    if info.is_file():
+        return json.loads(info.read_text()).get('commit')
+    return paths.copied_commit(HERE / 'vit5seg')  # git archive's COMMIT, or a copy's record
 
 
 class BuildPyWithRepositoryFiles(build_py):

@@ -4,6 +4,7 @@ import os
 import runpy
 import subprocess
 import sys
+import tarfile
 import traceback
 from pathlib import Path
 
@@ -85,6 +86,21 @@ def run_script(script, *args, cwd=None, env=None) -> subprocess.CompletedProcess
         os.environ.clear()
         os.environ.update(env_before)
     return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
+
+
+def extract_tar(tar: tarfile.TarFile, dest: Path) -> None:
+    """``tar.extractall(dest)`` refusing members outside ``dest``, links and devices: the
+    ``filter='data'`` of Python 3.11.4+, where pyproject admits 3.11.0 and up (Debian 12's
+    Python is 3.11.2)."""
+    if hasattr(tarfile, 'data_filter'):
+        tar.extractall(dest, filter='data')
+        return
+    root = Path(dest).resolve()
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        if not target.is_relative_to(root) or not (member.isfile() or member.isdir()):
+            raise tarfile.TarError(f'{member.name}: outside {root}, or not a plain file or folder')
+    tar.extractall(dest)
 
 
 def logged_scalars(work_dir: Path) -> list:

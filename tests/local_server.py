@@ -5,7 +5,7 @@ them: each file with a strong ETag (its content's hash) or, with ``server.valida
 'last-modified'``, a Last-Modified date (None: neither); ``If-Range`` naming another
 version gets the whole file (200); a range past the end gets 416 with ``bytes */SIZE``.
 It can be told to close the connection after part of a file, to send slowly (the first
-``slow_requests`` requests only), or to
+``slow_requests`` requests only), to answer a range with another one (``range_shift``), or to
 answer a path with a redirect (``server.redirects[path] = url``).
 """
 import email.utils
@@ -42,7 +42,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         rng = self.headers.get('Range')
         if_range = self.headers.get('If-Range')
         if rng and server.ranges and (if_range is None or (validator and if_range == validator[1])):
-            start = int(rng.split('=')[1].split('-')[0])
+            start = max(0, int(rng.split('=')[1].split('-')[0]) + server.range_shift)
             if start >= len(data):
                 self.send_response(416)
                 self.send_header('Content-Range', f'bytes */{len(data)}')
@@ -91,6 +91,7 @@ class _Server(http.server.ThreadingHTTPServer):
         self.slow_requests = 10 ** 9  # how many requests (the first ones) are sent with the delay
         self.sent = []  # bytes of body sent, per request answered with one
         self.redirects = {}
+        self.range_shift = 0  # a 206 that starts this many bytes off the range asked for (a broken proxy)
 
     @staticmethod
     def sleep(seconds):

@@ -18,6 +18,8 @@ import vit5seg  # noqa: F401  (registers the loop)
 from conftest import REPO
 from test_eomt import labelled_batch, tiny_eomt
 from vit5seg.engine.accumulation import AccumulationError, BatchPlan, apply_plan, batch_plan
+from vit5seg.engine.recipe import recipe_card
+from vit5seg.engine.runner import ViT5Runner
 from vit5seg.models.segmentor import tiny_segmentor
 
 ENTRY = REPO / 'configs' / 'vit5_upernet_ade20k.py'
@@ -99,19 +101,25 @@ class Losses(Hook):
         self.seen.append((runner.iter, float(outputs['loss']), len(data_batch['x'])))
 
 
-def train_points(work_dir, batch, micro, iters, resume=False, checkpoint=100):
+def train_points(work_dir, batch, micro, iters, resume=False, checkpoint=100, optimizer=None, runner_type=ViT5Runner,
+                 auto_scale_lr=None, schedule=True):
     losses = Losses()
     loop = 'AccumulatingIterBasedTrainLoop' if micro > 1 else 'IterBasedTrainLoop'
-    runner = Runner(
+    # SGD with momentum: an update is linear in the loss's scale, so a loss divided by k once too
+    # often (or not at all) changes the weights (AdamW normalises such an error away)
+    runner = runner_type(
         model=Regressor(), work_dir=str(work_dir), default_scope='mmseg', custom_hooks=[losses],
         train_dataloader=dict(dataset=Points(), batch_size=batch, num_workers=0,
                               sampler=dict(type='InfiniteSampler', shuffle=False),
                               collate_fn=dict(type='default_collate')),
         train_cfg=dict(type=loop, max_iters=iters, val_interval=1000),
-        optim_wrapper=dict(optimizer=dict(type='AdamW', lr=0.05), accumulative_counts=micro),
+        optim_wrapper=dict(optimizer=optimizer or dict(type='SGD', lr=0.05, momentum=0.9),
+                           accumulative_counts=micro),
         # warm-up and decay in iterations: counted in micro-batches they would end early
         param_scheduler=[dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=3),
-                         dict(type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=3, end=6)],
+                         dict(type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=3, end=6)]
+        if schedule else None,
+        auto_scale_lr=auto_scale_lr,
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=checkpoint),
                            logger=dict(type='LoggerHook', interval=1)),
         resume=resume, randomness=dict(seed=0), log_level='WARNING')
@@ -129,6 +137,11 @@ def test_four_micro_batches_of_2_step_as_one_batch_of_8_and_resume_at_step_bound
     for (name, p), q in zip(big.model.named_parameters(), acc.model.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
     assert acc.optim_wrapper.get_lr()['lr'] == pytest.approx(big.optim_wrapper.get_lr()['lr'])
+    # and with AdamW, the protocol's optimizer
+    big_adamw, _ = train_points(tmp_path / 'big_adamw', 8, 1, 6, optimizer=dict(type='AdamW', lr=0.05))
+    acc_adamw, _ = train_points(tmp_path / 'acc_adamw', 2, 4, 6, optimizer=dict(type='AdamW', lr=0.05))
+    for (name, p), q in zip(big_adamw.model.named_parameters(), acc_adamw.model.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
 
     # stopped at step 3 (checkpoint), resumed to 6: the same weights as the run never stopped
     train_points(tmp_path / 'cut', 2, 4, 3, checkpoint=3)
@@ -138,6 +151,52 @@ def test_four_micro_batches_of_2_step_as_one_batch_of_8_and_resume_at_step_bound
     assert [loss for _, loss, _ in resumed_losses] == [loss for _, loss, _ in acc_losses[3:]]
     for p, q in zip(acc.model.parameters(), resumed.model.parameters()):
         assert torch.equal(p, q)
+
+
+def _sgd_step_by_hand(batch_of_8, lr):
+    """One SGD step of the regressor on the mean loss over ``batch_of_8``, from the definition."""
+    model = Regressor()
+    x, y = batch_of_8
+    loss = ((model.net(x) - y) ** 2).mean()
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    return [p.detach() - lr * g for p, g in zip(model.parameters(), grads)]
+
+
+def test_auto_scale_lr_follows_the_images_per_iteration_with_micro_batches(tmp_path):
+    """1 process x 2 images x 4 micro-batches = 8 images, base_batch_size 8: the lr is the
+    config's 0.08, and the step is one SGD step over the 8 images. mmengine's Runner counts 1 x 2
+    images and uses 0.02."""
+    scale = dict(enable=True, base_batch_size=8)
+    sgd = dict(type='SGD', lr=0.08)
+    ours, _ = train_points(tmp_path / 'ours', 2, 4, 1, optimizer=sgd, auto_scale_lr=scale, schedule=False)
+    assert ours.optim_wrapper.get_lr()['lr'] == [pytest.approx(0.08)]
+    points = Points()
+    for p, expected in zip(ours.model.parameters(), _sgd_step_by_hand((points.x[:8], points.y[:8]), 0.08)):
+        torch.testing.assert_close(p.detach(), expected, rtol=1e-5, atol=1e-7)
+    theirs, _ = train_points(tmp_path / 'theirs', 2, 4, 1, optimizer=sgd, auto_scale_lr=scale, schedule=False,
+                             runner_type=Runner)
+    assert theirs.optim_wrapper.get_lr()['lr'] == [pytest.approx(0.02)]  # mmengine 0.10.7: world x batch only
+    # 2 x 2 images x 2 micro-batches on base 4: the same rule, scale 2 (more images than the base)
+    double, _ = train_points(tmp_path / 'double', 2, 4, 1, optimizer=sgd, schedule=False,
+                             auto_scale_lr=dict(enable=True, base_batch_size=4))
+    assert double.optim_wrapper.get_lr()['lr'] == [pytest.approx(0.16)]
+
+
+def test_the_card_states_the_lr_used_and_warns_with_the_factor():
+    cfg = Config.fromfile(str(ENTRY))
+    cfg.auto_scale_lr.enable = True
+    one = recipe_card(cfg, 1, 'auto').values()
+    assert (one['micro-batches per step'], one['images per iteration'], one['lr used']) == (8, 16, 6e-5)
+    card = recipe_card(cfg, 16, 'auto')
+    assert card.values()['images per iteration'] == 32 and card.values()['lr used'] == pytest.approx(1.2e-4)
+    warning, = card.warnings
+    assert warning.startswith("32 images per iteration are 2x the config's 16") and 'scaled by the same 2' in warning
+    cfg.auto_scale_lr.enable = False
+    card = recipe_card(cfg, 12, 'auto')
+    assert card.values()['lr used'] == 6e-5
+    warning, = card.warnings
+    assert "24 images per iteration are 1.5x the config's 16" in warning and 'the lr stays as configured' in warning
+    assert not recipe_card(cfg, 8, 'auto').warnings
 
 
 # --- gradients of our segmentors ---------------------------------------------------------

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -22,7 +23,7 @@ from vit5seg import ViT5
 from vit5seg.datasets import (DatasetError, SampleError, check_data, check_dataset_config, make_synthetic_ade20k,
                               skipped_samples)
 from vit5seg.engine import atomic_torch_save, latest_complete_checkpoint
-from vit5seg.engine.checkpoint_io import load_local_checkpoint
+from vit5seg.engine.checkpoint_io import load_from_local
 from vit5seg.engine.launch import error_message
 from vit5seg.models.checkpoint import CheckpointError
 from vit5seg.paths import repository_root
@@ -259,7 +260,7 @@ def test_runner_loader_refuses_code_and_truncation(tmp_path):
     assert not (tmp_path / 'pwned').exists()
     good = tmp_path / 'good.pth'
     torch.save({'state_dict': {'w': torch.ones(3)}}, good)
-    assert torch.equal(load_local_checkpoint(str(good))['state_dict']['w'], torch.ones(3))
+    assert torch.equal(load_from_local(str(good))['state_dict']['w'], torch.ones(3))
     cut = tmp_path / 'cut.pth'
     cut.write_bytes(good.read_bytes()[:100])
     with pytest.raises(CheckpointError, match=r'cannot read .*cut.pth: truncated or not a PyTorch checkpoint'):
@@ -274,7 +275,7 @@ def test_unsafe_opt_in_warns(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match='unsafe checkpoint loading is on'):
         checkpoint_io.allow_unsafe_loading(True)
     with pytest.warns(UserWarning, match='full unpickling'):
-        load_local_checkpoint(str(path))
+        load_from_local(str(path))
     assert (tmp_path / 'ran').exists()  # it really was unpickled in full
 
 
@@ -328,3 +329,79 @@ def test_bootstrap_without_disk_space_says_so_before_installing(tmp_path):
     assert re.fullmatch(rf'bootstrap: {tmp_path} has \d+ MB free; the install needs about {10 ** 12} MB there '
                         r"\(torch's CUDA build\): free some space, or set VIT5SEG_BOOTSTRAP_NEED_MB=0 to try anyway\n",
                         out.stderr), out.stderr
+
+
+STUB_PYTHON = """#!/bin/bash
+# a Python whose venvs install and test nothing (the steps before the second environment)
+if [ "$1 $2" = "-m venv" ]; then
+  [ -n "$NO_VENV" ] && { echo "Error: ensurepip is not available" >&2; exit 1; }
+  mkdir -p "$3/bin" && printf '#!/bin/bash\\nexit 0\\n' > "$3/bin/python" && chmod +x "$3/bin/python"
+  exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+def _bootstrap_with_one_python(tmp_path, **env):
+    """tools/bootstrap.sh test on a machine whose only Python is Debian 12's: no python3.12 on
+    PATH, no pyenv (a fresh login shell there)."""
+    (tmp_path / 'tools').mkdir(exist_ok=True)
+    shutil.copy(REPO / 'tools' / 'bootstrap.sh', tmp_path / 'tools')
+    stub = tmp_path / 'python3.11'
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    path = ':'.join(p for p in ('/usr/local/bin', '/usr/bin', '/bin') if not Path(p, 'python3.12').exists())
+    run_env = {'PATH': path, 'HOME': str(tmp_path), 'PYTHON': str(stub), 'REAL_PYTHON': sys.executable,
+               'VIT5SEG_BOOTSTRAP_NEED_MB': '0', **env}
+    return subprocess.run(['bash', str(tmp_path / 'tools' / 'bootstrap.sh'), 'test'], env=run_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_bootstrap_test_without_a_python_3_12_skips_the_second_environment_in_one_line(tmp_path):
+    out = _bootstrap_with_one_python(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1].startswith('second environment: skipped, no Python 3.12 here')
+    # CI requires both environments
+    out = _bootstrap_with_one_python(tmp_path, VIT5SEG_REQUIRE_SECOND_ENV='1')
+    assert out.returncode == 1
+    assert out.stderr.strip() == ('bootstrap: the second test environment needs python3.12 (or '
+                                  'PYTHON_SECOND=/path/to/python)')
+    assert 'VIT5SEG_REQUIRE_SECOND_ENV=1' in (REPO / '.ci' / 'run').read_text()
+
+
+def test_bootstrap_on_a_python_without_venv_names_the_package(tmp_path):
+    out = _bootstrap_with_one_python(tmp_path, NO_VENV='1')
+    assert out.returncode == 1 and not (tmp_path / '.venv').exists()
+    assert out.stderr.strip().endswith('(Error: ensurepip is not available); on Debian/Ubuntu: sudo apt install '
+                                       'python3-venv'), out.stderr
+
+
+VENV_PYTHON_STUB = """#!/bin/bash
+# the clone's .venv python: it finds vit5seg; anything else it is asked to run, it prints
+[ "$1" = "-c" ] && exit 0
+echo "ran: $*"
+"""
+
+
+@pytest.mark.parametrize('launcher', ['dist_train.sh', 'dist_test.sh'])
+def test_launchers_start_a_python_that_finds_vit5seg(tmp_path, launcher):
+    """Not whatever `python` is on PATH: the clone's .venv (bootstrap.sh's) where there is one,
+    else the first on PATH that finds vit5seg; none is one line saying what to do."""
+    (tmp_path / 'tools').mkdir()
+    for name in (launcher, 'python.sh'):
+        shutil.copy(REPO / 'tools' / name, tmp_path / 'tools')
+    args = ['cfg.py', '2'] if launcher == 'dist_train.sh' else ['cfg.py', 'ckpt.pth', '2']
+    env = {'PATH': '/usr/bin:/bin', 'HOME': str(tmp_path)}  # Debian's python3 has no vit5seg
+    out = subprocess.run(['bash', str(tmp_path / 'tools' / launcher), *args], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and out.stderr.count('\n') == 1, out.stderr
+    assert out.stderr.startswith(f'{launcher}: no Python here finds vit5seg (tried: ')
+    assert 'set PYTHON=/path/to/its/python' in out.stderr
+    venv = tmp_path / '.venv' / 'bin'
+    venv.mkdir(parents=True)
+    (venv / 'python').write_text(VENV_PYTHON_STUB)
+    (venv / 'python').chmod(0o755)
+    out = subprocess.run(['bash', str(tmp_path / 'tools' / launcher), *args], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith('ran: -m torch.distributed.run ') and '--nproc_per_node=2' in out.stdout

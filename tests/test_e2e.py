@@ -49,6 +49,22 @@ def test_train_writes_mmengine_work_dir(project):
     assert any('mIoU' in r for r in records) and any('loss' in r for r in records)
 
 
+def test_training_starts_with_the_recipe_card_print_config_shows(project):
+    """The card tools/print_config.py --card prints for this launch (1 process, no
+    accumulation: a plain tools/train.py run) is what the run logs before its first iteration,
+    and what its saved config keeps."""
+    cwd, config, _ = project
+    shown = run_script(REPO / 'tools' / 'print_config.py', config, '--card', '--gpus', '1', '--accumulate', '1',
+                       cwd=cwd)
+    assert shown.returncode == 0, shown.stderr
+    card = shown.stdout.rstrip('\n')
+    assert card.startswith(f'recipe card: {config}\ncode: vit5seg ') and 'images per iteration: 8' in card
+    log = next((cwd / 'run').glob('*/*.log')).read_text()
+    assert card in log and log.index(card) < log.index('Iter(train)')
+    saved = (cwd / 'run' / 'my_config.py').read_text()
+    assert 'recipe_card = [' in saved and all(repr(line) in saved for line in card.splitlines()[2:])
+
+
 def test_test_tool_reproduces_the_metric_logged_at_the_end_of_training(project):
     cwd, config, _ = project
     logged = [r for r in logged_scalars(cwd / 'run') if 'mIoU' in r][-1]
@@ -104,7 +120,10 @@ def test_torchrun_two_ranks_on_cpu_end_with_identical_weights(project):
     ranks = [torch.load(cwd / 'ddp' / f'rank{r}.pth', weights_only=True) for r in (0, 1)]
     assert ranks[0].keys() == ranks[1].keys()
     # parameters (BN running stats are per rank without SyncBN, as in mmseg)
-    params = [n for n in ranks[0] if n != 'syncbn' and not n.startswith('buffer:')]
+    # 6 steps of 2 micro-batches: DDP all-reduced on the second backward of each step only (no_sync)
+    assert [int(r['synced_backwards']) for r in ranks] == [6, 6] and int(ranks[0]['iterations']) == 6
+    bookkeeping = ('syncbn', 'synced_backwards', 'iterations')
+    params = [n for n in ranks[0] if n not in bookkeeping and not n.startswith('buffer:')]
     assert len(params) > 100
     for name in params:
         assert torch.equal(ranks[0][name], ranks[1][name]), name

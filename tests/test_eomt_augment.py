@@ -80,22 +80,24 @@ def test_sizes_round_as_torchvisions_in_float32(height, width, scale):
 
 
 def test_scales_and_windows_are_uniform():
+    """Kolmogorov-Smirnov against the uniform law: the scales, and each window's place in
+    its range of (range + 1) positions, made continuous by adding a uniform draw in [0, 1)
+    (a discrete uniform place plus it, over range + 1, is exactly uniform on [0, 1))."""
     jitter = ScaleJitterCrop(crop_size=(64, 64), scale_range=(0.5, 2.0))
     np.random.seed(0)
-    scales, tops, lefts = [], [], []
+    spread = np.random.default_rng(1)
+    scales, places = [], {'top': [], 'left': []}
     for _ in range(600):
         drawn = jitter(sample(48, 80))['scale_jitter']
         scales.append(drawn['scale'])
-        (top, left), (h, w) = drawn['crop'], drawn['size']
-        # relative position of the window in its range (a padded side has one place only)
-        if w > 64:
-            lefts.append(left / (w - 64))
-        if h > 64:
-            tops.append(top / (h - 64))
+        for side, position, length in zip(('top', 'left'), drawn['crop'], drawn['size']):
+            if length > 64:  # a padded side has one place only
+                places[side].append((position + spread.random()) / (length - 64 + 1))
     assert stats.kstest(scales, stats.uniform(0.5, 1.5).cdf).pvalue > 1e-3
     assert min(scales) < 0.52 and max(scales) > 1.98
-    for positions in (tops, lefts):
-        assert len(positions) > 100 and 0 <= min(positions) < 0.05 and 0.95 < max(positions) <= 1
+    for side, values in places.items():
+        assert len(values) > 100, side
+        assert stats.kstest(values, stats.uniform(0, 1).cdf).pvalue > 1e-3, side
 
 
 def test_a_window_without_a_labelled_pixel_is_drawn_again_from_the_original():

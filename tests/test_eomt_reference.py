@@ -164,37 +164,65 @@ def test_losses_on_given_points_equal_the_reference(family, hw, tmp_path, monkey
 
 
 def two_queries_two_targets():
-    """Query 0 is sure of class 1 and covers the right half; query 1 is sure of class 2
-    and covers the left half; target class 1 is the left half, class 2 the right."""
+    """Query 0 is sure of class 1 and leans to the right half; query 1 is sure of class 2
+    and leans to the left half; target class 1 is the left half, class 2 the right. The
+    mask logits (+-0.26) are weighed so that EoMT's costs (class 2, BCE 5, dice 5) just
+    match by class, and a class weight of 1.75 or less (or heavier mask costs) by mask."""
     class_logits = torch.full((2, 4), -4.0)
     class_logits[0, 1] = class_logits[1, 2] = 4.0
     left = torch.zeros(32, 32)
     left[:, :16] = 1
-    masks = torch.stack([(1 - left) * 6 - 3, left * 6 - 3])     # logits of +-3
+    masks = torch.stack([(1 - left) * 0.52 - 0.26, left * 0.52 - 0.26])
     return class_logits, masks, torch.tensor([1, 2]), torch.stack([left, 1 - left])
 
 
-@pytest.mark.parametrize('class_weight,assignment', [(2.0, [1, 0]), (60.0, [0, 1])])
+SHIPPED_EOMT = REPO / 'configs' / 'eomt' / 'vit5-large_eomt_ade20k.py'
+
+
+@pytest.mark.parametrize('class_weight,assignment', [('shipped', [0, 1]), (1.75, [1, 0]), (1.0, [1, 0])])
 def test_the_assignment_follows_the_cost_weights(class_weight, assignment, monkeypatch):
-    # the recipe's weights (class 2, BCE 5, dice 5) match by mask; a class weight of 60 by class
+    """The head's matching with the shipped EoMT config's costs: by class where EoMT's
+    weights (training/mask_classification_semantic.py: class 2.0, mask 5.0, dice 5.0)
+    decide so, by mask with a lighter class weight."""
     import mmseg.utils.mask_classification as mask_classification
     from mmengine.structures import InstanceData
 
     from test_eomt import tiny_eomt
     class_logits, mask_logits, classes, targets = two_queries_two_targets()
     points = torch.rand(1024, 2, generator=torch.Generator().manual_seed(0))
-    rows, cols = match(class_logits, mask_logits, classes, targets, points, (class_weight, 5.0, 5.0))
+    eomt_weights = (2.0 if class_weight == 'shipped' else class_weight, 5.0, 5.0)
+    rows, cols = match(class_logits, mask_logits, classes, targets, points, eomt_weights)
     assert [int(c) for _, c in sorted(zip(rows, cols))] == assignment
-    head = tiny_eomt(num_classes=3, train_cfg=dict(num_points=1024, oversample_ratio=3.0, importance_sample_ratio=0.75,
-                                                   assigner=dict(type='HungarianAssigner', match_costs=[
-                                                       dict(type='ClassificationCost', weight=class_weight),
-                                                       dict(type='CrossEntropyLossCost', weight=5.0, use_sigmoid=True),
-                                                       dict(type='DiceCost', weight=5.0, pred_act=True, eps=1.0)]))
-                     ).decode_head
+    train_cfg = Config.fromfile(str(SHIPPED_EOMT)).model.decode_head.train_cfg
+    train_cfg.num_points = 1024
+    if class_weight != 'shipped':
+        train_cfg.assigner.match_costs[0].weight = class_weight
+    head = tiny_eomt(num_classes=3, train_cfg=train_cfg).decode_head
     monkeypatch.setattr(mask_classification, 'torch', GivenPoints([points]))
     labels = head.match_masks.get_targets(class_logits[None], mask_logits[None],
                                           [InstanceData(labels=classes, masks=targets.long())])[0]
     assert labels[0, :2].tolist() == classes[assignment].tolist()
+
+
+def test_the_shipped_recipe_samples_its_points_as_eomt(monkeypatch):
+    """EoMT's training/mask_classification_semantic.py: num_points 12544, oversample_ratio
+    3.0, importance_sample_ratio 0.75 for the losses; matching on 12544 uniform points. The
+    head built from the shipped config passes them on (the other tests give the points)."""
+    import vit5seg.models.eomt as eomt
+    from test_eomt import labelled_batch, tiny_eomt
+    calls = []
+    sample = eomt.get_uncertain_point_coords_with_randomness
+
+    def spy(logits, uncertainty, num_points, oversample_ratio, importance_sample_ratio):
+        calls.append((num_points, oversample_ratio, importance_sample_ratio))
+        return sample(logits, uncertainty, num_points, oversample_ratio, importance_sample_ratio)
+    monkeypatch.setattr(eomt, 'get_uncertain_point_coords_with_randomness', spy)
+    model = tiny_eomt(train_cfg=Config.fromfile(str(SHIPPED_EOMT)).model.decode_head.train_cfg)
+    assert model.decode_head.match_masks.num_points == 12544
+    inputs, samples = labelled_batch(1, hw=(64, 64))
+    model.train()
+    model.loss(inputs, samples)
+    assert len(calls) == 3 and set(calls) == {(12544, 3.0, 0.75)}  # one per supervised prediction
 
 
 @pytest.mark.parametrize('family', FAMILIES)

@@ -1,7 +1,11 @@
 """A regular (non-editable) install, as a user makes it: the sdist is built from a clone, the
 wheel from the sdist, and the wheel installed into a fresh venv. From another folder, with
 no clone on the path, the package finds its configs, tools and lock file, names its commit,
-and the tools run: a two-iteration training through run_seeds.py and make_custom_config.py."""
+and the tools run: a two-iteration training through run_seeds.py and make_custom_config.py, the
+wheel's copies both. The venv sees this environment's torch and mmseg behind its own folder
+(installing them anew takes minutes and gigabytes); bootstrap.sh's second environment is the
+install from nothing, and runs this test there too.
+"""
 import json
 import shutil
 import subprocess
@@ -66,6 +70,15 @@ def _fresh_venv(path):
     return python
 
 
+def test_hints_name_a_tool_that_exists_from_the_working_folder(tmp_path, monkeypatch):
+    from vit5seg import paths
+    monkeypatch.chdir(paths.tools_root().parent)  # a clone's root, or what an install carries
+    assert paths.tool_command('download_weights.py') == 'python tools/download_weights.py'
+    monkeypatch.chdir(tmp_path)  # a user's folder: no tools/ here
+    command = paths.tool_command('download_weights.py')
+    assert command == f"python {paths.tool_path('download_weights.py')}" and Path(command.split()[1]).is_file()
+
+
 @pytest.mark.slow
 @pytest.mark.install
 def test_a_wheel_built_from_the_sdist_runs_the_tools_from_another_folder(tmp_path):
@@ -106,9 +119,9 @@ def test_a_wheel_built_from_the_sdist_runs_the_tools_from_another_folder(tmp_pat
     assert (elsewhere / 'runs' / 'vit5_upernet_synthetic_seed0' / 'iter_2.pth').is_file(), seeds.stdout[-2000:]
     assert f'{mim}/tools/train.py' in seeds.stdout  # the command it printed
 
-    # make_custom_config.py (the clone's tools/, as a user with the sources runs it) on a folder of masks
+    # the wheel's make_custom_config.py on a folder of masks
     make_synthetic_data('custom', elsewhere / 'data', num_train=4, num_val=2, size=64)
-    custom = _run([python, REPO / 'tools' / 'make_custom_config.py', '--data-root', 'data/custom', '--classes',
+    custom = _run([python, f'{mim}/tools/make_custom_config.py', '--data-root', 'data/custom', '--classes',
                    *CUSTOM_CLASSES, '--arch', 'vit5-small', '--out', 'leaves.py'], cwd=elsewhere)
     # written only once its _base_ resolved (the tool reads it back with mmengine)
     assert f"_base_ = ['{mim}/configs/vit5/vit5-small_upernet_ade20k.py']" in (elsewhere / 'leaves.py').read_text()

@@ -1,9 +1,12 @@
 """tools/selfcheck.py: the --quick CPU subset end to end, what a failing check does, and
 the report's form. (The full CPU run, with DDP, compile and figures, is in the closing
 notes and docs/gpus.md: about 2.5 minutes on 2 cores.)"""
+import importlib.metadata
 import json
 import os
 import subprocess
+import sysconfig
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +15,18 @@ from conftest import REPO, run_script
 import vit5seg
 from vit5seg import selfcheck
 from vit5seg.selfcheck import checks, figures, machine
+
+
+def expected_install_kind() -> str:
+    """From where the files are: the package inside site-packages is a regular install;
+    pip's editable finder (``__editable__*vit5seg*``) there, an editable one; else a source tree."""
+    site = {Path(sysconfig.get_paths()[k]).resolve() for k in ('purelib', 'platlib')}
+    package = Path(vit5seg.__file__).resolve().parent
+    if any(package.is_relative_to(folder) for folder in site):
+        return 'regular'
+    if any(list(folder.glob('__editable__*vit5seg*')) for folder in site):
+        return 'editable'
+    return 'source tree'
 
 
 @pytest.mark.slow  # three trainings in processes of their own
@@ -25,10 +40,11 @@ def test_quick_cpu_run_passes_and_writes_the_report(tmp_path):
     assert env['mmcv_compiled_ops'] is False and env['gpus'] == []
     # the code that made the report: the clone's commit, read here with git itself
     head = subprocess.run(['git', '-C', str(REPO), 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
-    assert env['vit5seg'] == vit5seg.__version__ and env['vit5seg_commit'].startswith(head)
-    assert env['vit5seg_install'] in ('editable', 'regular', 'source tree')
-    if (REPO / 'vit5seg.egg-info').is_dir():  # a clone's build metadata, on sys.path from its root, is no install
-        assert env['vit5seg_install'] != 'regular'
+    # the version pip recorded when it installed vit5seg, and how it installed it, read from
+    # site-packages here (the report reads the install's direct_url.json)
+    assert env['vit5seg'] in {d.version for d in importlib.metadata.distributions(name='vit5seg')}
+    assert env['vit5seg_commit'].startswith(head)
+    assert env['vit5seg_install'] == expected_install_kind()
     locked = dict(line.split('==') for line in (REPO / 'requirements' / 'lock.txt').read_text().splitlines()
                   if '==' in line and not line.startswith('#'))
     assert report['tested_set']['torch'] == locked['torch'] and report['tested_set']['python'] == '3.11'
@@ -112,7 +128,7 @@ def test_ddp_check_compares_parameters_and_would_catch_unsynchronised_norms(tmp_
     Runner does not broadcast buffers), which is what the GPU run with SyncBN must not show."""
     ctx = checks.Context('cpu', 0, tmp_path, threads=2)
     detail = checks.check_ddp(ctx)
-    assert detail.startswith('2 ranks (gloo), 3 iterations of 2 micro-batches: all ')
+    assert detail.startswith('2 ranks (gloo), 3 iterations of 2 micro-batches, gradients all-reduced once each: all ')
     assert 'BN statistics stay per rank' in detail
     states = [torch.load(tmp_path / 'ddp' / 'run' / f'rank{r}.pth', weights_only=True) for r in range(2)]
     assert checks.ranks_differ(states, buffers=False) == []
@@ -120,6 +136,10 @@ def test_ddp_check_compares_parameters_and_would_catch_unsynchronised_norms(tmp_
     assert unsynced and all(n.startswith('buffer:') and n.endswith(('running_mean', 'running_var')) for n in unsynced)
     with pytest.raises(RuntimeError, match='no SyncBatchNorm layer'):
         checks.compare_ranks(states, 'cuda')
+    assert [int(s['synced_backwards']) for s in states] == [3, 3]  # of 6 backward passes: no_sync on the first
+    states[1]['synced_backwards'] = torch.tensor(6)
+    with pytest.raises(RuntimeError, match=r'gradients of \[3, 6\] backward passes .* in 3 optimizer steps'):
+        checks.compare_ranks(states, 'cpu')
     assert checks._norm_options(REPO / 'configs' / 'vit5_upernet_ade20k.py') == [
         f'model.{part}.norm_cfg.type=SyncBN' for part in ('neck', 'decode_head', 'auxiliary_head')]
 
@@ -154,19 +174,27 @@ def test_schedule_estimate_line():
 
 @pytest.mark.slow
 def test_eomt_figures_eager_and_compiled_at_batch_1_and_8(tmp_path):
+    """Two configs in one process (S, B and L on a GPU): each compiled row compiled its own
+    graphs. Without dynamo's reset per config the second one reached the recompile limit of
+    the blocks' shared code and ran eager (now an error: fail_on_recompile_limit_hit)."""
     # the config's compile arguments: dynamo without inductor's code generation, which
     # test_eomt.py's compiled tests pay for; float32 only (the GPU run does both)
     config = tmp_path / 'tiny_eomt.py'
     config.write_text(f"_base_ = ['{REPO / 'configs' / 'tiny' / 'vit5_eomt_synthetic.py'}']\n"
                       "model = dict(backbone=dict(compile=dict(backend='aot_eager')))\n")
-    rows = figures.eomt_figures('cpu', repeats=1, configs={'tiny': config}, crop=64, precisions=('float32',))
-    assert [(r['mode'], r['precision']) for r in rows] == [('eager', 'float32'), ('compiled', 'float32')]
+    rows = figures.eomt_figures('cpu', repeats=1, configs={'tiny': config, 'tiny-again': config}, crop=64,
+                                precisions=('float32',))
+    assert [(r['model'], r['mode']) for r in rows] == [('tiny', 'eager'), ('tiny', 'compiled'),
+                                                       ('tiny-again', 'eager'), ('tiny-again', 'compiled')]
     for row in rows:
         assert row['crop'] == 64 and min(row['infer_b1_images_s'], row['infer_b8_images_s'], row['train_images_s']) > 0
         if row['mode'] == 'compiled':  # the first step compiles: slower than a steady one
             assert row['first_train_step_s'] > 8 / row['train_images_s']
+            assert row['compiled_graphs'] >= 4, row  # blocks without queries, with and without a mask; predictions
+    assert rows[1]['compiled_graphs'] == rows[3]['compiled_graphs']  # counted per config
+    rows = rows[:2]
     table = figures.eomt_table(rows)
     assert table[0].startswith('| model | mode | precision | crop |') and len(table) == 4
-    assert table[0].endswith('| first_train_step_s |') and table[2].endswith('|  |')
+    assert table[0].endswith('| first_train_step_s | compiled_graphs |') and table[2].endswith('|  |  |')
 
 

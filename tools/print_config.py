@@ -1,10 +1,12 @@
 #!/usr/bin/env python
-"""Print the fully resolved config (all _base_ files merged, --cfg-options applied)."""
+"""Print the fully resolved config (all _base_ files merged, --cfg-options applied), or with
+--card the recipe card: every value a training run will use, for a number of GPUs."""
 import argparse
 
 from mmengine.config import Config, DictAction
 
 import vit5seg  # noqa: F401  (lets mmseg:: bases resolve)
+from vit5seg.engine.recipe import protocol_gpus, recipe_card
 
 
 def main():
@@ -12,11 +14,23 @@ def main():
     parser.add_argument('config', help='config file path')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config values, key=value')
     parser.add_argument('--save', help='also write the resolved config to this file')
+    parser.add_argument('--card', action='store_true',
+                        help='print the recipe card: images per iteration, the lr used, optimizer, schedule, losses, '
+                             'augmentation, evaluation, precision, with the defaults the classes fill in')
+    parser.add_argument('--gpus', type=int,
+                        help='with --card: training processes (default: the config\'s own, base_batch_size / '
+                             'train_dataloader.batch_size)')
+    parser.add_argument('--accumulate', default='auto', metavar='auto|N',
+                        help='with --card: as tools/train.py --accumulate (default auto, as dist_train.sh, '
+                             'slurm_train.sh and run_seeds.py pass it; a plain tools/train.py run is 1)')
     args = parser.parse_args()
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
-    print(cfg.pretty_text)
+    if args.card:
+        print(recipe_card(cfg, args.gpus or protocol_gpus(cfg), args.accumulate, args.config).text())
+    else:
+        print(cfg.pretty_text)
     if args.save:
         cfg.dump(args.save)
 

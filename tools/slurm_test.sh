@@ -10,7 +10,8 @@ GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
 DIR=$(cd "$(dirname "$0")" && pwd)
-PYTHON=${PYTHON:-python}
+. "$DIR/python.sh"
+PYTHON=$(vit5seg_python "$DIR")
 # shellcheck disable=SC2086
 srun -p "$PARTITION" --job-name="$JOB_NAME" --gres=gpu:"$GPUS_PER_NODE" --ntasks="$GPUS" \
   --ntasks-per-node="$GPUS_PER_NODE" --cpus-per-task="$CPUS_PER_TASK" --kill-on-bad-exit=1 $SRUN_ARGS \

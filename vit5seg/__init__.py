@@ -1,5 +1,5 @@
 """ViT-5 backbones for semantic segmentation in OpenMMLab (mmseg 1.x)."""
-from . import environment
+from . import environment, paths
 
 environment.check()  # one line, before anything fails further in, if a release is outside the ranges
 
@@ -13,5 +13,6 @@ from .models import ARCH_PRESETS, ViT5, convert_checkpoint, load_pretrained  # n
 from .version import __version__  # noqa: E402
 
 checkpoint_io.install()
+paths.record_commit()  # a plain copy of this clone names its code too
 
 __all__ = ['ARCH_PRESETS', 'ViT5', 'convert_checkpoint', 'load_pretrained', '__version__']

@@ -8,6 +8,7 @@ DeiT-III and RoPE ViT (``forward_intermediates``), and the straightforward ViT-5
 """
 import argparse
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 from timm.layers.pos_embed_sincos import apply_rot_embed_cat
@@ -25,7 +26,7 @@ from timm.layers.pos_embed_sincos import apply_rot_embed_cat
 from .models.backbones.vit5 import ViT5, resolve_arch
 from .models.convert import parse_arch
 from .models.segmentor import build_segmentor
-from .paths import config_path
+from .paths import code_fields, config_path, describe_code
 from .utils.timing import quartiles, sync_device, time_interleaved
 
 # issue #7's targets, for vit5-small at 512x512, batch 2, CPU
@@ -82,6 +83,25 @@ def _taps(num_layers: int):
     return tuple(sorted({num_layers // 4 - 1, num_layers // 2 - 1, 3 * num_layers // 4 - 1, num_layers - 1}))
 
 
+# timm's models of the same shape, where the installed timm has them (its RoPE ViT: 1.0.17+;
+# vit5seg itself needs timm 0.9.16)
+TIMM_PEERS = {'timm_deit3': 'deit3_small_patch16_224', 'timm_rope_vit': 'vit_small_patch16_rope_224'}
+
+
+def missing_peers() -> Dict[str, str]:
+    """What the benchmark cannot compare with here, and why."""
+    import timm
+    from timm.models import VisionTransformer
+    if not hasattr(VisionTransformer, 'forward_intermediates'):  # the taps' API: timm 1.0+
+        return {name: f'timm {timm.__version__} has no forward_intermediates' for name in TIMM_PEERS}
+    return {name: f'timm {timm.__version__} has no {model}' for name, model in TIMM_PEERS.items()
+            if model not in timm.list_models(model)}
+
+
+def timm_peers() -> List[str]:
+    return [name for name in TIMM_PEERS if name not in missing_peers()]
+
+
 def build_peers(arch, crop: int, device) -> Dict[str, Callable]:
     """name -> a function that runs one forward of that model on an image batch."""
     import timm
@@ -98,14 +118,13 @@ def build_peers(arch, crop: int, device) -> Dict[str, Callable]:
     mmseg_vit = VisionTransformer(img_size=(crop, crop), embed_dims=C, num_layers=L, num_heads=H, out_indices=taps,
                                   qkv_bias=True, final_norm=True, with_cls_token=True).to(device)
     size = dict(embed_dim=C, depth=L, num_heads=H, img_size=crop, dynamic_img_size=True)
-    timm_deit3 = timm.create_model('deit3_small_patch16_224', pretrained=False, **size).to(device)
-    timm_rope = timm.create_model('vit_small_patch16_rope_224', pretrained=False, **size).to(device)
-    modules = dict(ours=ours, ours_with_cp=ours_cp, reference=ours, deit3=deit3, mmseg_vit=mmseg_vit,
-                   timm_deit3=timm_deit3, timm_rope_vit=timm_rope)
+    modules = dict(ours=ours, ours_with_cp=ours_cp, reference=ours, deit3=deit3, mmseg_vit=mmseg_vit)
     fns = dict(ours=ours, ours_with_cp=ours_cp, reference=lambda x: reference_forward(ours, x), deit3=deit3,
-               mmseg_vit=mmseg_vit,
-               timm_deit3=lambda x: timm_deit3.forward_intermediates(x, indices=list(taps), intermediates_only=True),
-               timm_rope_vit=lambda x: timm_rope.forward_intermediates(x, indices=list(taps), intermediates_only=True))
+               mmseg_vit=mmseg_vit)
+    for name in timm_peers():
+        peer = timm.create_model(TIMM_PEERS[name], pretrained=False, **size).to(device)
+        modules[name] = peer
+        fns[name] = functools.partial(peer.forward_intermediates, indices=list(taps), intermediates_only=True)
     for m in modules.values():
         m.train()
     return {name: (fns[name], modules[name]) for name in fns}
@@ -193,12 +212,13 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
         cpu=platform.processor() or platform.machine(), threads=torch.get_num_threads(), amp=amp,
         repeats=repeats, fwd_s=statistics.median(fwd_times),
         fwd_bwd_s=med['ours'], fwd_bwd_min_s=min(times['ours']),
-        mmseg_vit_fwd_bwd_s=med['mmseg_vit'], timm_rope_vit_fwd_bwd_s=med['timm_rope_vit'],
-        timm_deit3_fwd_bwd_s=med['timm_deit3'], deit3_fwd_bwd_s=med['deit3'],
+        mmseg_vit_fwd_bwd_s=med['mmseg_vit'], timm_rope_vit_fwd_bwd_s=med.get('timm_rope_vit'),
+        timm_deit3_fwd_bwd_s=med.get('timm_deit3'), deit3_fwd_bwd_s=med['deit3'],
         reference_fwd_bwd_s=med['reference'], with_cp_fwd_bwd_s=med['ours_with_cp'],
         ratio_vs_mmseg_vit=med['ours'] / med['mmseg_vit'],
-        ratio_vs_timm_rope_vit=med['ours'] / med['timm_rope_vit'],
-        deit3_ratio_vs_timm_deit3=med['deit3'] / med['timm_deit3'],
+        ratio_vs_timm_rope_vit=med['ours'] / med['timm_rope_vit'] if 'timm_rope_vit' in med else None,
+        deit3_ratio_vs_timm_deit3=med['deit3'] / med['timm_deit3'] if 'timm_deit3' in med else None,
+        missing_peers=missing_peers(),
         speedup_vs_reference=med['reference'] / med['ours'],
         with_cp_time_ratio=med['ours_with_cp'] / med['ours'],
         rope_table_builds=peers['ours'][1].rope.num_builds if peers['ours'][1].rope is not None else 0,
@@ -206,7 +226,8 @@ def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, 
     # How far a ratio can be trusted: the same ratio taken within each round (adjacent in
     # time), first and third quartile. On a shared VM one step varies by 20%.
     for key, (num, den) in RATIO_TERMS.items():
-        result[f'{key}_quartiles'] = quartiles([a / b for a, b in zip(times[num], times[den])])
+        if num in times and den in times:
+            result[f'{key}_quartiles'] = quartiles([a / b for a, b in zip(times[num], times[den])])
     if compile:
         result.update(compiled_fwd_bwd_s=med['ours_compiled'], compiled_ratio=med['ours_compiled'] / med['ours'],
                       compile_first_step_s=compile_s)
@@ -495,9 +516,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     result = run_benchmark(args.arch, args.crop, args.batch, args.device, args.warmup, args.repeats, args.amp,
                            args.segmentor, args.compile, not args.no_memory)
+    result.update(code_fields())
+    print(f'code: {describe_code()}')
     print(f'arch={result["arch"]} crop={args.crop} batch={args.batch} device={result["device"]} '
           f'torch={result["torch_version"]} threads={result["threads"]} repeats={args.repeats}')
     print(results_table(result))
+    for name, why in result['missing_peers'].items():
+        print(f'not measured: {name} ({why})')
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(result, f, indent=2)

@@ -250,6 +250,10 @@ def has_compiled_mmcv_ops() -> bool:
     return not isinstance(ext, _ExtStandIn)
 
 
+class FocalLossInputError(ValueError, AssertionError):
+    """Inputs mmseg's FocalLoss refuses with an AssertionError (its callers catch that)."""
+
+
 def _focal_loss_any_device(forward):
     """mmseg 1.2.2's ``FocalLoss(use_sigmoid=True)`` one-hot encodes class-id targets as
     ``one_hot[:, num_classes]`` (one column, "size of tensor a must match") on every
@@ -261,9 +265,12 @@ def _focal_loss_any_device(forward):
         if not self.use_sigmoid or (pred.is_cuda and has_compiled_mmcv_ops()):
             return forward(self, pred, target, weight, avg_factor, reduction_override, ignore_index, **kwargs)
         from mmseg.models.losses.focal_loss import py_sigmoid_focal_loss
+        if reduction_override not in (None, 'none', 'mean', 'sum'):
+            raise FocalLossInputError(f'FocalLoss: reduction_override must be none, mean or sum, got '
+                                      f'{reduction_override!r}')
         if pred.shape != target.shape and not (pred.size(0) == target.size(0) and pred.shape[2:] == target.shape[1:]):
-            raise ValueError(f'FocalLoss: prediction {tuple(pred.shape)} and target {tuple(target.shape)} '
-                             'do not match')
+            raise FocalLossInputError(f'FocalLoss: prediction {tuple(pred.shape)} and target {tuple(target.shape)} '
+                                      'do not match')
         shape = pred.shape
         num_classes = shape[1]
         logits = pred.movedim(1, -1).reshape(-1, num_classes)          # (N, C)

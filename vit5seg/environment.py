@@ -3,8 +3,11 @@ line when it is not, before anything fails further in.
 
 The ranges are pyproject.toml's (a clone) or the installed metadata's (a regular install):
 one place for them. A release older than a range's lower bound, or a missing package, is an
-ImportError, since the code uses what that release lacks; one newer than the upper bound is
-a warning, since nothing is known to fail there, only that nobody has run it.
+ImportError, since the code uses what that release lacks. Only what must not be passed has an
+upper bound (mmseg 1.2 refuses mmcv 2.2, and the compatibility fixes are written against
+mmengine 0.10 and mmseg 1.2 internals); a release past one, or newer than the tested set
+(requirements/lock.txt), is a warning, since nothing is known to fail there, only that nobody
+has run it. Pre-releases and vendor builds count as their release.
 ``VIT5SEG_IGNORE_VERSIONS=1`` imports without the check.
 """
 import importlib.metadata
@@ -18,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .paths import repository_root
+from .paths import locked_versions, repository_root
 
 # What the check looks at: the packages whose releases vit5seg's code and patches depend on.
 CHECKED = ('torch', 'torchvision', 'mmengine', 'mmcv-lite', 'mmsegmentation', 'timm')
@@ -63,10 +66,32 @@ def _upper(spec: SpecifierSet) -> SpecifierSet:
     return SpecifierSet(','.join(str(s) for s in spec if s.operator in ('<', '<=')))
 
 
-def problems(ranges: Dict[str, SpecifierSet], found: Dict[str, Optional[str]]) -> List[tuple]:
+def _lower(spec: SpecifierSet) -> SpecifierSet:
+    return SpecifierSet(','.join(str(s) for s in spec if s.operator not in ('<', '<=')))
+
+
+def _newer_than_tested(name: str, version: Version, tested: Dict[str, str]) -> Optional[str]:
+    """' (newer than the tested 2.14; ...)' where ``version``'s minor release is past the lock's."""
+    locked = tested.get(name)
+    if not locked or name == 'python':
+        return None
+    try:
+        locked_release = Version(locked).release[:2]
+    except InvalidVersion:
+        return None
+    if version.release[:2] > locked_release:
+        return (f'{name} {version} is newer than the tested {".".join(map(str, locked_release))} '
+                f'(requirements/lock.txt): nothing is known to fail there, only that nobody has run it')
+    return None
+
+
+def problems(ranges: Dict[str, SpecifierSet], found: Dict[str, Optional[str]],
+             tested: Optional[Dict[str, str]] = None) -> List[tuple]:
     """``[(severity, text)]`` for each package outside its range: 'error' (missing or too
-    old) or 'warning' (newer than tested). ``found`` maps names to installed versions;
-    'mmcv' (full mmcv) stands in for 'mmcv-lite'."""
+    old) or 'warning' (past an upper bound, or newer than the tested set ``tested``, the lock
+    file's versions). ``found`` maps names to installed versions; 'mmcv' (full mmcv) stands in
+    for 'mmcv-lite'. A pre-release or vendor build counts as its release: NGC's
+    ``2.7.0a0+...nv25.04`` is a torch 2.7.0."""
     out = []
     for name in ('python', *CHECKED):
         spec = ranges.get(name)
@@ -82,12 +107,16 @@ def problems(ranges: Dict[str, SpecifierSet], found: Dict[str, Optional[str]]) -
             parsed = Version(version)
         except InvalidVersion:
             continue  # a locally built release with a version string packaging cannot read: no claim
-        if spec.contains(parsed, prereleases=True):
-            continue
-        newer = _upper(spec) and not _upper(spec).contains(parsed, prereleases=True)
-        severity = 'warning' if newer else 'error'
-        hint = ' (newer than any release it was tested with)' if newer else ''
-        out.append((severity, f'{label} {version} is outside vit5seg\'s range {label}{spec}{hint}'))
+        release = Version(parsed.base_version)
+        if not _lower(spec).contains(release, prereleases=True):
+            out.append(('error', f'{label} {version} is outside vit5seg\'s range {label}{spec}'))
+        elif _upper(spec) and not _upper(spec).contains(release, prereleases=True):
+            out.append(('warning', f'{label} {version} is outside vit5seg\'s range {label}{spec} (newer than any '
+                                   'release it was tested with)'))
+        else:
+            newer = _newer_than_tested(label, release, tested or {})
+            if newer:
+                out.append(('warning', newer))
     if found.get('mmcv') and found.get('mmcv-lite') and found['mmcv'] != found['mmcv-lite']:
         out.append(('warning', f'mmcv {found["mmcv"]} and mmcv-lite {found["mmcv-lite"]} share the mmcv folder, so '
                                'its Python files come from one and its compiled ops from the other: install the '
@@ -105,7 +134,7 @@ def check() -> None:
     found = {name: _installed(name) for name in (*CHECKED, 'mmcv')}
     found['python'] = platform.python_version()
     where = f'in {sys.prefix}'
-    found_problems = problems(ranges, found)
+    found_problems = problems(ranges, found, locked_versions())
     errors = [text for severity, text in found_problems if severity == 'error']
     if errors:
         raise UnsupportedEnvironment(f'vit5seg cannot run {where}: {"; ".join(errors)}. Install a release in the '

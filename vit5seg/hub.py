@@ -27,6 +27,7 @@ ADE20K are not) and it keeps its own cache layout under ``HF_HOME``: one cache, 
 which mmengine and ``torch.hub`` also read, keeps offline clusters to one folder to fill.
 """
 import errno
+import glob
 import hashlib
 import http.client
 import os
@@ -34,15 +35,17 @@ import secrets
 import shutil
 import socket
 import sys
+import time
 import urllib.error
 import urllib.request
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Union
+from typing import List, Optional, Union
 from urllib.parse import urlparse
 
 from .errors import ToolError
+from .paths import tool_command
 
 # One place for the public files. sha256 digests are not published by the authors;
 # tools/download_weights.py prints each file's digest for pinning (init_cfg sha256=...).
@@ -132,7 +135,7 @@ def _unwritable(url: str, dst: Path, error: OSError) -> UnwritableCache:
     return UnwritableCache(
         f'{url} is not in the cache and the cache folder cannot be written ({dst.parent}: '
         f'{os.strerror(error.errno)}). Put the file at {dst} from a machine that can write there '
-        f'(`python tools/download_weights.py` with the same TORCH_HOME), point TORCH_HOME at a writable '
+        f'(`{tool_command("download_weights.py")}` with the same TORCH_HOME), point TORCH_HOME at a writable '
         f'folder, or pass a local path instead of the URL.')
 
 
@@ -195,6 +198,13 @@ def _validator(headers) -> Optional[str]:
     if etag and not etag.startswith('W/'):
         return etag
     return headers.get('Last-Modified')
+
+
+def _range_start(resp) -> Optional[int]:
+    """START of a 206's ``Content-Range: bytes START-END/TOTAL``, None where it names none."""
+    unit, _, spec = resp.headers.get('Content-Range', '').partition(' ')
+    first = spec.partition('-')[0]
+    return int(first) if unit == 'bytes' and first.isdigit() else None
 
 
 def _total_size(resp) -> Optional[int]:
@@ -268,6 +278,11 @@ def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: b
             else:
                 start = 0
                 resp = _open(url, 0, timeout)
+        if resp is not None and start and resp.status == 206 and _range_start(resp) != start:
+            # bytes from elsewhere in the file would be appended after ours: take the whole file
+            resp.close()
+            start = 0
+            resp = _open(url, 0, timeout)
         if resp is not None:
             with resp:
                 if start and resp.status != 206:
@@ -319,11 +334,49 @@ def download(url: str, dst: PathOrUrl, sha256: Optional[str] = None, progress: b
     return dst
 
 
+def _host() -> str:
+    return ''.join(c if c.isalnum() or c in '-_' else '_' for c in socket.gethostname())[:40] or 'host'
+
+
 def _lock_free_partial(dst: Path) -> Path:
     """A partial-file name no other process uses: process ids repeat across the nodes and
     containers that share a filesystem, so host and a random part are in it too."""
-    host = ''.join(c if c.isalnum() or c in '-_' else '_' for c in socket.gethostname())[:40] or 'host'
-    return Path(f'{dst}.{host}.{os.getpid()}.{secrets.token_hex(4)}.partial')
+    return Path(f'{dst}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.partial')
+
+
+STALE_PARTIAL_S = 24 * 3600  # a lock-free partial file untouched this long has lost its process
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def sweep_orphaned_partials(dst: Path) -> List[Path]:
+    """Delete the lock-free partial files of ``dst`` whose process is gone (a killed job):
+    on this host, those whose process id no longer runs; from any host, those untouched for
+    ``STALE_PARTIAL_S``. Another node's live download is never touched. Returns what it deleted."""
+    removed = []
+    host, prefix = _host(), f'{dst.name}.'
+    for path in dst.parent.glob(f'{glob.escape(dst.name)}.*.*.*.partial'):
+        parts = path.name[len(prefix):-len('.partial')].split('.')  # host (no dots), pid, random part
+        if len(parts) != 3:
+            continue
+        owner, pid, _ = parts
+        try:
+            idle = time.time() - path.stat().st_mtime
+        except FileNotFoundError:  # its process finished or gave up meanwhile
+            continue
+        dead = owner == host and pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid))
+        if dead or idle > STALE_PARTIAL_S:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def cached_download(url: str, sha256: Optional[str] = None, progress: bool = True,
@@ -341,13 +394,17 @@ def cached_download(url: str, sha256: Optional[str] = None, progress: bool = Tru
                 raise _unwritable(url, dst, e) from None
             raise
         with _locked(dst, url) as locked:
+            swept = sweep_orphaned_partials(dst)
+            if swept:
+                warnings.warn(f'deleted {len(swept)} partial file(s) of {dst.name} left by downloads that were '
+                              f'killed: {", ".join(p.name for p in swept)}', stacklevel=2)
             if not dst.exists():  # another process may have finished it while we waited
                 try:
                     download(url, dst, sha256, progress, partial=None if locked else _lock_free_partial(dst))
                 except DownloadError as e:
                     raise type(e)(
                         f'{e}\nNo copy at {dst} either: put the file there (offline? fetch it on a machine with '
-                        f'internet; for weights `python tools/download_weights.py` with the same TORCH_HOME), or '
+                        f'internet; for weights `{tool_command("download_weights.py")}` with the same TORCH_HOME), or '
                         f'pass a local path instead of the URL.') from None
                 if locked or sha256 is None:
                     return dst

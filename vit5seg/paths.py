@@ -8,6 +8,7 @@ never through its own file's parents, so every tool runs from site-packages and 
 """
 import importlib.metadata
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Optional
@@ -49,6 +50,20 @@ def tools_root() -> Path:
 def tool_path(name: str) -> Path:
     """``tool_path('train.py')``: the repository's ``tools/train.py``, in a clone or an install."""
     return tools_root() / name
+
+
+def tool_command(name: str) -> str:
+    """How to run ``tools/<name>`` from the working folder: ``python tools/x.py`` from a clone's
+    root, else the path of the copy this install carries (a regular install has no tools/ in
+    the user's folder)."""
+    try:
+        path = tool_path(name)
+    except FileNotFoundError:
+        return f'python tools/{name}'
+    try:
+        return f'python {path.relative_to(Path.cwd())}'
+    except ValueError:
+        return f'python {path}'
 
 
 def lock_file() -> Optional[Path]:
@@ -104,13 +119,72 @@ def clone_commit(root: Path) -> Optional[str]:
     return head.stdout.strip() + (' + changes' if status.stdout.strip() else '') if head.returncode == 0 else None
 
 
+# A tree that leaves its clone keeps its commit in one of these (reports name their code):
+# ``git archive`` writes it into COMMIT (.gitattributes: export-subst); every import of vit5seg
+# from a clone refreshes .commit (git-ignored), which a plain copy (rsync, cp, docker build)
+# carries along; ``python -m build`` writes build_info.json (setup.py). Or the environment says it.
+COMMIT_VARIABLE = 'VIT5SEG_COMMIT'
+ARCHIVED_COMMIT = 'COMMIT'
+RECORDED_COMMIT = '.commit'
+
+
+def copied_commit(package: Path = PACKAGE) -> Optional[str]:
+    """The commit a copy of the package's tree carries (``git archive``'s COMMIT, else the
+    record the last import in its clone left), or None."""
+    archived = package / ARCHIVED_COMMIT
+    if archived.is_file():
+        text = archived.read_text().strip()
+        if text and not text.startswith('$Format'):  # substituted: this is an archive
+            return text
+    recorded = package / RECORDED_COMMIT
+    if recorded.is_file():
+        text = recorded.read_text().strip()
+        return f'{text} (as its clone was when last imported)' if text else None
+    return None
+
+
+def record_commit() -> None:
+    """In a clone, keep its commit in ``vit5seg/.commit`` for the copies made of the tree
+    (atomically; a read-only clone keeps none). Called by ``import vit5seg``."""
+    root = repository_root()
+    if root is None or not (root / '.git').exists():
+        return
+    commit = clone_commit(root)
+    recorded = PACKAGE / RECORDED_COMMIT
+    try:
+        if commit and (not recorded.is_file() or recorded.read_text().strip() != commit):
+            tmp = recorded.with_name(f'{RECORDED_COMMIT}.{os.getpid()}.tmp')
+            tmp.write_text(commit + '\n')
+            os.replace(tmp, recorded)
+    except OSError:
+        pass
+
+
 def git_commit() -> Optional[str]:
-    """The commit of the clone this runs from, or the one a regular install was built from
-    (setup.py records it), or None."""
+    """The commit this code is: ``$VIT5SEG_COMMIT`` where set; else the clone's it runs from;
+    else the one a regular install was built from (setup.py records it); else the one a copy
+    of the tree carries (:func:`copied_commit`); else None."""
+    if os.environ.get(COMMIT_VARIABLE):
+        return os.environ[COMMIT_VARIABLE]
     root = repository_root()
     if root is not None and (root / '.git').exists():
         return clone_commit(root)
     info = MIM / 'build_info.json'
     if info.is_file():
         return json.loads(info.read_text()).get('commit')
-    return None
+    return copied_commit()
+
+
+def code_fields() -> dict:
+    """``{'vit5seg': version, 'vit5seg_commit': ..., 'vit5seg_install': ...}``: the code a
+    report (self-check, benchmark JSON) was made by."""
+    from .version import __version__
+    return dict(vit5seg=__version__,
+                vit5seg_commit=git_commit() or f'unknown (no clone, no build record; set {COMMIT_VARIABLE})',
+                vit5seg_install=install_kind())
+
+
+def describe_code() -> str:
+    """``vit5seg 0.1.0, commit <id>, editable install``: what the train log and card name."""
+    fields = code_fields()
+    return f"vit5seg {fields['vit5seg']}, commit {fields['vit5seg_commit']}, {fields['vit5seg_install']} install"

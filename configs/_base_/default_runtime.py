@@ -1,4 +1,7 @@
 default_scope = 'mmseg'
+# vit5seg.engine.runner: the lr follows the images per iteration under gradient accumulation too, and the
+# run's log and saved config start with the recipe card (mmseg's tools/train.py builds it as well)
+runner_type = 'ViT5Runner'
 env_cfg = dict(
     cudnn_benchmark=True,
     mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),

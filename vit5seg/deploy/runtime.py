@@ -13,6 +13,8 @@ from typing import Optional, Sequence, Tuple
 import cv2
 import numpy as np
 
+from ..paths import tool_command
+
 
 def slide_windows(hw: Tuple[int, int], crop: Tuple[int, int], stride: Tuple[int, int]):
     """mmseg's windows: a grid at ``stride``, the last window of a row or column moved back
@@ -74,7 +76,7 @@ class OnnxSession:
         import mmcv
         if self.settings is None:
             raise ValueError('this model holds no test settings (exported before they were stored): export it '
-                             'again with tools/export_onnx.py')
+                             f'again with {tool_command("export_onnx.py")}')
         h, w = image.shape[:2]
         resize = self.settings['resize']
         if resize is not None:

@@ -3,8 +3,10 @@ from .checkpoint_io import allow_unsafe_loading, atomic_torch_save, latest_compl
 from .eomt import EoMTMaskAnnealingHook, TwoStageWarmupPolyLR
 from .hooks import NonFiniteLossError, NonFiniteLossHook, RandomStateHook, SkippedSampleHook
 from .optim_constructor import ViT5OptimWrapperConstructor, no_weight_decay, vit5_layer_id
+from .recipe import RecipeCard, recipe_card
+from .runner import ViT5Runner
 
 __all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'EoMTMaskAnnealingHook', 'NonFiniteLossError',
-           'NonFiniteLossHook', 'RandomStateHook', 'SkippedSampleHook', 'TwoStageWarmupPolyLR',
-           'ViT5OptimWrapperConstructor', 'allow_unsafe_loading', 'atomic_torch_save', 'latest_complete_checkpoint',
-           'no_weight_decay', 'vit5_layer_id']
+           'NonFiniteLossHook', 'RandomStateHook', 'RecipeCard', 'SkippedSampleHook', 'TwoStageWarmupPolyLR',
+           'ViT5OptimWrapperConstructor', 'ViT5Runner', 'allow_unsafe_loading', 'atomic_torch_save',
+           'latest_complete_checkpoint', 'no_weight_decay', 'recipe_card', 'vit5_layer_id']

@@ -86,7 +86,7 @@ def batch_plan(cfg, gpus: int, accumulate: str) -> BatchPlan:
 
 
 def apply_plan(cfg, plan: BatchPlan) -> None:
-    """Train with ``plan``: the accumulating loop and ``accumulative_counts`` (learning rate unchanged)."""
+    """Train with ``plan``: the accumulating loop and ``accumulative_counts`` (the lr: ViT5Runner.scale_lr)."""
     if plan.micro_batches == 1:
         return
     loop = cfg.train_cfg.get('type', 'IterBasedTrainLoop')
@@ -142,7 +142,7 @@ class AccumulatingIterBasedTrainLoop(IterBasedTrainLoop):
         world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
         print_log(f'gradient accumulation: {world} GPU(s) x {self.dataloader.batch_size} images x {k} '
                   f'micro-batches = {world * self.dataloader.batch_size * k} images per iteration (one optimizer '
-                  f'step); lr as configured', logger='current')
+                  f'step)', logger='current')
         self.runner.call_hook('before_train')
         self.runner.call_hook('before_train_epoch')
         if self._iter > 0:

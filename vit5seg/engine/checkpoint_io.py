@@ -64,13 +64,14 @@ def _wrap_save_checkpoint(save_checkpoint):
 
 # Both loaders take mmengine's arguments and return what its own would; a file that cannot
 # be read raises the builtin error torch.load would (read_checkpoint's errors subclass it).
+# Named as mmengine names its loaders: its log line reads the backend from name[10:].
 
-def load_local_checkpoint(filename, map_location=None):
+def load_from_local(filename, map_location=None):
     """The CheckpointLoader scheme for local paths (mmengine's calls plain torch.load)."""
     return read_checkpoint(osp.expanduser(filename), allow_unsafe=_allow_unsafe, map_location=map_location)
 
 
-def load_url_checkpoint(filename, map_location=None, model_dir=None, progress=os.isatty(0)):
+def load_from_http(filename, map_location=None, model_dir=None, progress=os.isatty(0)):
     """The CheckpointLoader scheme for http(s) URLs: cached download (into ``model_dir``
     when given, as mmengine's), then a local read."""
     return read_checkpoint(filename, allow_unsafe=_allow_unsafe, map_location=map_location, folder=model_dir,
@@ -126,9 +127,9 @@ def install() -> None:
         wrapped = _wrap_save_checkpoint(ckpt_mod.save_checkpoint)
         ckpt_mod.save_checkpoint = wrapped
         runner_mod.save_checkpoint = wrapped
-    CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
-    CheckpointLoader.register_scheme(prefixes=['http://', 'https://'], loader=load_url_checkpoint, force=True)
+    CheckpointLoader.register_scheme(prefixes='', loader=load_from_local, force=True)
+    CheckpointLoader.register_scheme(prefixes=['http://', 'https://'], loader=load_from_http, force=True)
 
 
 __all__ = ['allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
-           'load_local_checkpoint', 'load_url_checkpoint']
+           'load_from_local', 'load_from_http']

@@ -42,7 +42,8 @@ def train_parser() -> argparse.ArgumentParser:
     parser.add_argument('--accumulate', metavar='auto|N',
                         help='micro-batches per optimizer step; auto: as many as keep the config\'s images per '
                              'iteration (auto_scale_lr.base_batch_size) on this many GPUs (dist_train.sh and '
-                             'slurm_train.sh pass auto); the lr and every iteration count stay as configured')
+                             'slurm_train.sh pass auto); every iteration count stays as configured, and so does '
+                             'the lr unless auto_scale_lr.enable=True (then it follows the images per iteration)')
     _common(parser)
     return parser
 
@@ -90,6 +91,8 @@ def train_config(args) -> Config:
     plan = batch_plan(cfg, launcher_world_size(args.launcher, required=bool(args.accumulate)), args.accumulate or '1')
     apply_plan(cfg, plan)
     cfg.batch_plan = plan._asdict()  # saved with the run's config: how its images per iteration were made
+    # the lr rule of accumulation and the recipe card, for a user's config without our default_runtime too
+    cfg.setdefault('runner_type', 'ViT5Runner')
     if args.amp:
         wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
         if wrapper != 'AmpOptimWrapper':
@@ -155,11 +158,8 @@ def train(argv=None):
     if not args.skip_data_check:
         check_data(cfg, ('train', 'val') if cfg.get('val_cfg') else ('train',))
     plan = BatchPlan(**cfg.batch_plan)
-    runner = _runner(cfg)
+    runner = _runner(cfg)  # ViT5Runner: logs the recipe card first, and a warning where the plan is not the protocol's
     runner.logger.info(f'images per iteration: {plan.describe()}')
-    if plan.images_per_iteration < plan.target and not args.accumulate:
-        runner.logger.warning(f'this run trains {plan.images_per_iteration} images per iteration where the config '
-                              f'was made for {plan.target}: --accumulate auto keeps {plan.target} (lr unchanged)')
     runner.train()
     return runner
 

@@ -12,10 +12,10 @@ from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
 from mmseg.registry import OPTIM_WRAPPER_CONSTRUCTORS
 
-_NO_DECAY_NAMES = ('pos_embed', 'cls_token', 'reg_token')
+NO_DECAY_NAMES = ('pos_embed', 'cls_token', 'reg_token')
 # Learned query/level embeddings of query-based heads (Mask2Former), as mmseg's configs
 # exclude them from weight decay.
-_NO_DECAY_HEAD_EMBEDDINGS = ('query_embed.weight', 'query_feat.weight', 'level_embed.weight')
+NO_DECAY_HEAD_EMBEDDINGS = ('query_embed.weight', 'query_feat.weight', 'level_embed.weight')
 
 
 def vit5_layer_id(name: str, num_layers: int) -> int:
@@ -23,7 +23,7 @@ def vit5_layer_id(name: str, num_layers: int) -> int:
     neck, heads), for a parameter name of the segmentor (``backbone.blocks.3.…``)."""
     if name.startswith('backbone.'):
         local = name[len('backbone.'):]
-        if local.startswith(('patch_embed.',) + _NO_DECAY_NAMES):
+        if local.startswith(('patch_embed.',) + NO_DECAY_NAMES):
             return 0
         if local.startswith('blocks.'):
             return int(local.split('.')[1]) + 1
@@ -32,8 +32,8 @@ def vit5_layer_id(name: str, num_layers: int) -> int:
 
 def no_weight_decay(name: str, param: nn.Parameter) -> bool:
     # 1-d tensors are norm weights, biases and LayerScale gammas.
-    return (param.ndim <= 1 or name.endswith(('.bias',) + _NO_DECAY_HEAD_EMBEDDINGS)
-            or name.split('.')[-1] in _NO_DECAY_NAMES)
+    return (param.ndim <= 1 or name.endswith(('.bias',) + NO_DECAY_HEAD_EMBEDDINGS)
+            or name.split('.')[-1] in NO_DECAY_NAMES)
 
 
 LAYER_NUMBERINGS = ('beit', 'eomt')

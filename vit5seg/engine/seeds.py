@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from ..paths import tool_path
+from ..paths import tool_command, tool_path
 from .accumulation import BatchPlan, batch_plan
 
 
@@ -113,7 +113,7 @@ def main(argv=None):
         else:
             run_all(runs)
             dirs = ' '.join(str(r.work_dir) for r in runs)
-            print(f'done: {dirs}\ncompare: python tools/compare.py {dirs} [OTHER_RUNS ...] --out DIR')
+            print(f'done: {dirs}\ncompare: {tool_command("compare.py")} {dirs} [OTHER_RUNS ...] --out DIR')
     except (ValueError, RuntimeError) as e:
         parser.exit(1, f'error: {e}\n')
     return runs

@@ -21,6 +21,7 @@ from mmengine.logging import print_log
 
 from ..errors import ToolError
 from ..hub import OFFICIAL_WEIGHTS, is_url, official_name, resolve
+from ..paths import tool_command
 from .layers import rope_frequencies
 
 StateDict = Dict[str, torch.Tensor]
@@ -102,7 +103,7 @@ def _where_to_get(path: Path) -> str:
     if arch is None:
         return ''
     return (f'; it is the published {arch} file: give its URL {OFFICIAL_WEIGHTS[arch]} instead (downloaded '
-            f'once and cached), or fetch it with `python tools/download_weights.py {arch} --dest {path.parent}`')
+            f'once and cached), or fetch it with `{tool_command("download_weights.py")} {arch} --dest {path.parent}`')
 
 
 def extract_state_dict(obj, use_ema: bool = False, prefix: Optional[str] = None) -> StateDict:

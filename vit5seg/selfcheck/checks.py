@@ -177,21 +177,38 @@ def _amp_check(dtype: torch.dtype):
 
 DDP_WORKER = """
 import os, sys, torch
+import torch.nn.parallel as parallel
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 import vit5seg
 from vit5seg.engine.launch import train
+
+# Count the backward passes whose gradients DDP all-reduces (its first bucket marks one): with
+# k micro-batches a step, mmengine's no_sync must leave all but the last one unsynchronised.
+synced = [0]
+def counting_allreduce(state, bucket):
+    synced[0] += bucket.index() == 0
+    return allreduce_hook(state, bucket)
+ddp_init = parallel.DistributedDataParallel.__init__
+def ddp_init_counting(self, *args, **kwargs):
+    ddp_init(self, *args, **kwargs)
+    self.register_comm_hook(None, counting_allreduce)
+parallel.DistributedDataParallel.__init__ = ddp_init_counting
+
 runner = train(sys.argv[1:])
 model = runner.model.module if hasattr(runner.model, 'module') else runner.model
 state = {**{n: p.detach().cpu() for n, p in model.named_parameters()},
          **{'buffer:' + n: b.detach().cpu() for n, b in model.named_buffers() if n.endswith(('running_mean', 'running_var'))},
-         'syncbn': torch.tensor(sum(isinstance(m, torch.nn.SyncBatchNorm) for m in model.modules()))}
+         'syncbn': torch.tensor(sum(isinstance(m, torch.nn.SyncBatchNorm) for m in model.modules())),
+         'synced_backwards': torch.tensor(synced[0]), 'iterations': torch.tensor(runner.iter)}
 torch.save(state, os.path.join(runner.work_dir, f"rank{os.environ['RANK']}.pth"))
 """
+_BOOKKEEPING = ('syncbn', 'synced_backwards', 'iterations')
 
 
 def ranks_differ(states: List[dict], buffers: bool) -> List[str]:
     """Names of the parameters (and with ``buffers`` the BN running statistics) that are
     not equal on every rank."""
-    names = [n for n in states[0] if n != 'syncbn' and (buffers or not n.startswith('buffer:'))]
+    names = [n for n in states[0] if n not in _BOOKKEEPING and (buffers or not n.startswith('buffer:'))]
     return [n for n in names if any(not torch.equal(states[0][n], s[n]) for s in states[1:])]
 
 
@@ -231,15 +248,21 @@ def compare_ranks(states: List[dict], device: str) -> str:
     syncbn = int(states[0]['syncbn'])
     if device == 'cuda' and not syncbn:
         raise RuntimeError('the DDP run has no SyncBatchNorm layer: the entry configs\' norm was not used')
+    iterations = int(states[0]['iterations'])
+    synced = [int(s['synced_backwards']) for s in states]
+    if any(n != iterations for n in synced):
+        # 2 micro-batches a step: an all-reduce on every backward doubles the traffic (no_sync skipped)
+        raise RuntimeError(f'DDP all-reduced the gradients of {synced} backward passes on the ranks in {iterations} '
+                           f'optimizer steps: once a step, on its last micro-batch, was expected')
     differ = ranks_differ(states, buffers=bool(syncbn))
     if differ:
         raise RuntimeError(f'{len(differ)} tensors differ between ranks, e.g. {differ[0]}')
-    params = sum(not n.startswith('buffer:') for n in states[0]) - 1
+    params = sum(n not in _BOOKKEEPING and not n.startswith('buffer:') for n in states[0])
     stats = sum(n.startswith('buffer:') for n in states[0])
     tail = (f' and the {stats} running statistics of {syncbn} SyncBN layers' if syncbn else
             ' (BN statistics stay per rank: SyncBN needs GPUs)')
-    return (f'{len(states)} ranks ({backend}), 3 iterations of 2 micro-batches: all {params} parameters{tail} '
-            f'equal on every rank')
+    return (f'{len(states)} ranks ({backend}), {iterations} iterations of 2 micro-batches, gradients all-reduced '
+            f'once each: all {params} parameters{tail} equal on every rank')
 
 
 def check_compile(ctx) -> str:

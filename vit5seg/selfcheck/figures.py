@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import List, Optional
 
 import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
 
 from ..benchmark import AMP_DTYPES, SegmentorSteps, segmentor_peak_mb
 from ..engine.accumulation import batch_plan
@@ -106,6 +108,10 @@ def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = 
     kind = torch.device(device).type
     rows = []
     for name, config in configs.items():
+        # dynamo caches per code object, and every EoMT shares _run_block's: without a reset the
+        # second and third config reach its recompile limit and their "compiled" rows run eager
+        torch._dynamo.reset()
+        counters.clear()
         cfg = Config.fromfile(str(config))
         per_gpu = cfg.train_dataloader.batch_size
         steps, first_step = {}, {}
@@ -128,7 +134,11 @@ def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = 
                     first_step[precision] = time.perf_counter() - start
                 steps.update({(mode, precision, 'train'): train, (mode, precision, 'b1'): timed[1].whole(autocast),
                               (mode, precision, 'b8'): timed[8].whole(autocast)})
-        times = time_interleaved(steps, device, warmup=1, repeats=repeats)
+        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):  # a fallback to eager is an error
+            times = time_interleaved(steps, device, warmup=1, repeats=repeats)
+        graphs = counters['stats']['unique_graphs']
+        if 'compiled' in modes and not graphs:
+            raise RuntimeError(f'{name}: the compiled EoMT compiled no graph, so its rows would time eager code')
         del steps, timed, model
         for mode in modes:
             for precision in precisions:
@@ -138,6 +148,7 @@ def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = 
                            train_images_s=round(per_gpu / med['train'], 2))
                 if mode == 'compiled':
                     row['first_train_step_s'] = round(first_step[precision], 1)
+                    row['compiled_graphs'] = graphs
                 if cuda:
                     peak = segmentor_peak_mb(model_cfgs[mode], crop, per_gpu, device,
                                              None if precision == 'float32' else precision)
@@ -155,8 +166,9 @@ def _with_compile(model_cfg, compile_args):
 
 
 def eomt_table(rows: List[dict]) -> List[str]:
-    columns = [k for k in rows[0] if k not in ('first_train_step_s', 'train_peak_gib')]
-    columns += [k for k in ('train_peak_gib', 'first_train_step_s') if any(k in r for r in rows)]
+    tail = ('train_peak_gib', 'first_train_step_s', 'compiled_graphs')
+    columns = [k for k in rows[0] if k not in tail]
+    columns += [k for k in tail if any(k in r for r in rows)]
     lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
     return lines + ['| ' + ' | '.join(str(r.get(c, '')) for c in columns) + ' |' for r in rows]
 

@@ -13,7 +13,6 @@ from typing import Optional
 import torch
 
 from .. import paths
-from ..version import __version__
 
 # Minimum NVIDIA driver of each CUDA major release (minor-version compatibility, Linux;
 # NVIDIA's CUDA compatibility guide): a torch wheel built for CUDA X.y runs on these or newer.
@@ -44,9 +43,7 @@ def environment() -> dict:
     mmcv_kind = 'mmcv' if _version('mmcv') else 'mmcv-lite'
     env.update(mmengine=_version('mmengine'), mmcv=f'{mmcv_kind} {_version(mmcv_kind)}',
                mmcv_compiled_ops=compat.has_compiled_mmcv_ops(), mmseg=_version('mmsegmentation'),
-               mmdet=_version('mmdet'), timm=_version('timm'), vit5seg=__version__,
-               vit5seg_commit=paths.git_commit() or 'unknown (no clone, and not built from one)',
-               vit5seg_install=paths.install_kind())
+               mmdet=_version('mmdet'), timm=_version('timm'), **paths.code_fields())
     return env
 
 

@@ -1,0 +1,727 @@
+"""Every value of every shipped recipe's card, written from its source (issue #38).
+
+``EXPECTED[config]`` maps each key of ``recipe_card(config).values()`` to ``(value, source)``.
+The values are written here from the sources named beside them, not read from the configs:
+the segmentation protocol this project follows (shared/segmentation-protocol.md, after the
+DeiT-III / XCiT and BEiT / MAE recipes), EoMT's code and ADE20K yaml (tue-mps/eomt), the ViT-5
+architecture (shared/vit5-architecture.md), mmseg 1.2.2's own configs and the defaults of
+the classes the card lists. tests/test_recipes.py compares each card with its row here and
+checks that a changed number in any config file fails that comparison.
+
+The blocks below compose as the sources do (a protocol, then a size, then a family), each
+entry keeping the source it was written from.
+"""
+import itertools
+from typing import Dict, Tuple
+
+Pin = Tuple[object, str]
+
+# --- the sources ---------------------------------------------------------------------------
+PROTOCOL = 'shared/segmentation-protocol.md'
+P_MODEL = f'{PROTOCOL} "Model"'
+P_DATA = f'{PROTOCOL} "Data"'
+P_OPT = f'{PROTOCOL} "Optimisation"'
+P_LD = f'{PROTOCOL} "Optimisation", alternative _ld (BEiT/MAE)'
+ARCH = 'shared/vit5-architecture.md'
+EOMT = 'tue-mps/eomt'
+EOMT_SEMANTIC = f'{EOMT} training/mask_classification_semantic.py defaults'
+EOMT_YAML = f'{EOMT} configs/dinov2/ade20k/semantic/eomt_large_512.yaml'
+EOMT_COCO_S = f'{EOMT} configs/dinov2/coco/panoptic/eomt_small_640.yaml (no ADE20K S/B recipe: its COCO windows)'
+EOMT_MAIN = f'{EOMT} main.py trainer defaults'
+EOMT_TRANSFORMS = f'{EOMT} datasets/transforms.py'
+EOMT_ADE = f'{EOMT} datasets/ade20k_semantic.py'
+EOMT_NET = f'{EOMT} models/eomt.py'
+EOMT_NOTES = 'shared/eomt-notes.md'
+MMSEG = 'mmseg 1.2.2'
+MMSEG_ADE = f'{MMSEG} configs/_base_/datasets/ade20k.py'
+MMSEG_RUNTIME = f'{MMSEG} configs/_base_/default_runtime.py'
+MMSEG_SCHEDULE = f'{MMSEG} configs/_base_/schedules/schedule_160k.py'
+MMSEG_80K = f'{MMSEG} configs/_base_/schedules/schedule_80k.py'
+MMSEG_VIT_UPERNET = f'{MMSEG} configs/_base_/models/upernet_vit-b16_mln.py'
+MMCV_LOAD = 'mmcv 2.1 LoadImageFromFile defaults'
+MMSEG_DEFAULT = f'{MMSEG} transform defaults'
+OURS = 'vit5seg (docs/reliability.md, docs/data.md): checks and hooks that compute nothing of the model'
+RUNNER = 'vit5seg.engine.runner: the lr follows the images per iteration (issue #38)'
+DERIVED = 'follows from the values above'
+TINY = 'configs/tiny: the protocol shrunk for 2 CPU cores (docs/configs.md, tiny twins)'
+WEIGHTS_VIT5 = 'the authors\' ImageNet-1k weights (docs/checkpoints.md)'
+WEIGHTS_DEIT3 = 'DeiT-III ImageNet-1k weights, the fair twin (segmentation protocol)'
+
+
+def pin(source: str, prefix: str = '', **values) -> Dict[str, Pin]:
+    """``prefix.key`` -> (value, source) for each keyword."""
+    return {f'{prefix}.{k}' if prefix else k: (v, source) for k, v in values.items()}
+
+
+def pins(source: str, values: dict) -> Dict[str, Pin]:
+    """Keys that are no Python names ('lr used', ...)."""
+    return {k: (v, source) for k, v in values.items()}
+
+
+def join(*blocks: Dict[str, Pin]) -> Dict[str, Pin]:
+    out = {}
+    for block in blocks:
+        out.update(block)
+    return out
+
+
+# --- blocks every config shares ------------------------------------------------------------
+RUNTIME = join(
+    pin(RUNNER, runner_type='ViT5Runner'),
+    pin(MMSEG_SCHEDULE, 'default_hooks.timer', type='IterTimerHook'),
+    pin(MMSEG_SCHEDULE, 'default_hooks.logger', type='LoggerHook', interval=50, log_metric_by_epoch=False),
+    pin(MMSEG_SCHEDULE, 'default_hooks.param_scheduler', type='ParamSchedulerHook'),
+    pin(MMSEG_SCHEDULE, 'default_hooks.sampler_seed', type='DistSamplerSeedHook'),
+    pin(MMSEG_SCHEDULE, 'default_hooks.visualization', type='SegVisualizationHook'),
+    pin(OURS, 'custom_hooks.0', type='NonFiniteLossHook', action='stop'),
+    pin(OURS, 'custom_hooks.1', type='RandomStateHook'),
+    pin(OURS, 'custom_hooks.2', type='SkippedSampleHook'),
+    pin(MMSEG_RUNTIME, 'env_cfg', cudnn_benchmark=True),
+    pin(MMSEG_RUNTIME, 'env_cfg.mp_cfg', mp_start_method='fork', opencv_num_threads=0),
+    pin(MMSEG_RUNTIME, 'env_cfg.dist_cfg', backend='nccl'),
+    pin(MMSEG_RUNTIME, 'log_processor', by_epoch=False),
+    pin(MMSEG_RUNTIME, 'tta_model', type='SegTTAModel'),
+    pin(MMSEG_SCHEDULE, 'val_cfg', type='ValLoop'),
+    pin(MMSEG_SCHEDULE, 'test_cfg', type='TestLoop'),
+    pins(MMSEG_ADE, {'test_dataloader': 'the same as val_dataloader', 'test_evaluator': 'the same as val_evaluator'}),
+)
+NORMALISATION = pin('ImageNet mean/std, RGB, of the pretrained weights (mmseg\'s ADE20K configs)',
+                    'model.data_preprocessor', type='SegDataPreProcessor', mean=(123.675, 116.28, 103.53),
+                    std=(58.395, 57.12, 57.375), bgr_to_rgb=True, pad_val=0, seg_pad_val=255)
+
+
+def load_image(prefix: str) -> Dict[str, Pin]:
+    return pin(MMCV_LOAD, prefix, type='LoadImageFromFile', to_float32=False, color_type='color',
+               imdecode_backend='cv2', ignore_empty=False)
+
+
+def load_annotations(prefix: str, reduce_zero_label: bool, source: str) -> Dict[str, Pin]:
+    block = join(pin(MMSEG_DEFAULT, prefix, type='LoadAnnotations', imdecode_backend='pillow', reduce_zero_label=None))
+    if reduce_zero_label:
+        block.update(pin(source, prefix, reduce_zero_label=True))
+    return block
+
+
+def checked_loading(prefix: str, num_classes: int, reduce_zero_label: bool, source: str) -> Dict[str, Pin]:
+    return join(pin(OURS, prefix, type='CheckedLoading', skip_corrupt=False, ignore_index=255),
+                pin(source, prefix, num_classes=num_classes),
+                load_image(f'{prefix}.transforms.0'),
+                load_annotations(f'{prefix}.transforms.1', reduce_zero_label, source))
+
+
+def mmseg_train_pipeline(num_classes: int, reduce_zero_label: bool, scale, crop, source: str,
+                         ratio=(0.5, 2.0)) -> Dict[str, Pin]:
+    """mmseg's train pipeline: RandomResize, RandomCrop (cat_max_ratio 0.75), flip 0.5,
+    PhotoMetricDistortion, behind vit5seg's checked loading."""
+    p = 'train_dataloader.dataset.pipeline'
+    rule = (f'RandomResize: the image fitted into {scale} x r, r uniform in [{ratio[0]}, {ratio[1]}]: its short side '
+            f'{scale[1]} r unless its long side would pass {scale[0]} r')
+    return join(
+        checked_loading(f'{p}.0', num_classes, reduce_zero_label, source),
+        pin(source, f'{p}.1', type='RandomResize', scale=scale, ratio_range=ratio, keep_ratio=True),
+        pin(MMSEG_DEFAULT, f'{p}.1', resize_type='Resize'),
+        pin(source, f'{p}.2', type='RandomCrop', crop_size=crop, cat_max_ratio=0.75),
+        pin(MMSEG_DEFAULT, f'{p}.2', ignore_index=255),
+        pin(source, f'{p}.3', type='RandomFlip', prob=0.5),
+        pin(MMSEG_DEFAULT, f'{p}.3', direction='horizontal', swap_seg_labels=None),
+        pin(source, f'{p}.4', type='PhotoMetricDistortion'),
+        pin(f'{MMSEG_DEFAULT}: PhotoMetricDistortion, the protocol\'s photometric distortion', f'{p}.4',
+            brightness_delta=32, contrast_range=(0.5, 1.5), saturation_range=(0.5, 1.5), hue_delta=18),
+        pin(source, f'{p}.5', type='PackSegInputs'),
+        pins(DERIVED, {'scale rule': rule}),
+    )
+
+
+def test_pipeline(prefix: str, num_classes: int, reduce_zero_label: bool, scale, source: str) -> Dict[str, Pin]:
+    return join(
+        load_image(f'{prefix}.0'),
+        pin(source, f'{prefix}.1', type='Resize', scale=scale, keep_ratio=True),
+        pin(MMSEG_DEFAULT, f'{prefix}.1', scale_factor=None, clip_object_border=True, backend='cv2',
+            interpolation='bilinear'),
+        load_annotations(f'{prefix}.2', reduce_zero_label, source),
+        pin(OURS, f'{prefix}.3', type='CheckSegSample', ignore_index=255),
+        pin(source, f'{prefix}.3', num_classes=num_classes),
+        pin(source, f'{prefix}.4', type='PackSegInputs'),
+    )
+
+
+def loaders(dataset: str, root: str, prefixes: dict, per_gpu: int, source: str, workers=4,
+            persistent=True) -> Dict[str, Pin]:
+    """The train and val dataloaders around their pipelines (``prefixes``: split -> (img, seg))."""
+    out = {}
+    for split, sampler, batch in (('train', 'InfiniteSampler', per_gpu), ('val', 'DefaultSampler', 1)):
+        key = f'{split}_dataloader'
+        img, seg = prefixes[split]
+        out.update(join(
+            pin(source, key, batch_size=batch, num_workers=workers, persistent_workers=persistent),
+            pin(source, f'{key}.sampler', type=sampler, shuffle=split == 'train'),
+            pin(source, f'{key}.dataset', type=dataset, data_root=root),
+            pin(source, f'{key}.dataset.data_prefix', img_path=img, seg_map_path=seg)))
+    return out
+
+
+def tta(source: str) -> Dict[str, Pin]:
+    """mmseg's multi-scale + flip test (--tta): ratios 0.5-1.75, both flips."""
+    out = join(load_image('tta_pipeline.0'), pin(source, 'tta_pipeline.0', backend_args=None),
+               pin(source, 'tta_pipeline.1', type='TestTimeAug'))
+    for i, ratio in enumerate((0.5, 0.75, 1.0, 1.25, 1.5, 1.75)):
+        out.update(pin(source, f'tta_pipeline.1.transforms.0.{i}', type='Resize', scale_factor=ratio, keep_ratio=True))
+    for i, prob in enumerate((0.0, 1.0)):
+        out.update(pin(source, f'tta_pipeline.1.transforms.1.{i}', type='RandomFlip', prob=prob,
+                       direction='horizontal'))
+    out.update(pin(source, 'tta_pipeline.1.transforms.2.0', type='LoadAnnotations'))
+    out.update(pin(source, 'tta_pipeline.1.transforms.3.0', type='PackSegInputs'))
+    return out
+
+
+ADE20K_PREFIXES = {'train': ('images/training', 'annotations/training'),
+                   'val': ('images/validation', 'annotations/validation')}
+ADE20K = join(
+    loaders('ADE20KDataset', 'data/ade/ADEChallengeData2016', ADE20K_PREFIXES, 2, MMSEG_ADE),
+    pin(f'{P_DATA}: 150 classes', 'model.decode_head', num_classes=150),
+    mmseg_train_pipeline(150, True, (2048, 512), (512, 512), P_DATA),
+    test_pipeline('val_dataloader.dataset.pipeline', 150, True, (2048, 512), P_DATA),
+    pin(MMSEG_ADE, 'val_evaluator', type='IoUMetric', iou_metrics=('mIoU',)),
+    tta(P_DATA),
+    pin(f'{P_DATA}: single scale, whole image as in the XCiT recipe', 'model.test_cfg', mode='whole'),
+    pin(P_MODEL, 'model.auxiliary_head', num_classes=150),
+)
+
+
+# --- the backbones -------------------------------------------------------------------------
+def vit5_switches(source: str = ARCH) -> Dict[str, Pin]:
+    return pin(source, 'model.backbone', norm_type='rmsnorm', use_rope=True, num_registers=4, register_rope=True,
+               qk_norm=True, layer_scale_init=0.0001, mlp_type='mlp', qkv_bias=False, sandwich_norm=False,
+               linear_bias=True)
+
+
+def deit3_switches() -> Dict[str, Pin]:
+    return pin(f'{ARCH}: DeiT-III, LayerNorm, qkv bias, none of the ViT-5 extras', 'model.backbone',
+               norm_type='layernorm', use_rope=False, num_registers=0, register_rope=False, qk_norm=False,
+               layer_scale_init=0.0001, mlp_type='mlp', qkv_bias=True, sandwich_norm=False, linear_bias=True)
+
+
+SIZES = {'small': (384, 12, 6), 'base': (768, 12, 12), 'large': (1024, 24, 16)}
+URLS = {'vit5': 'https://huggingface.co/FengWang3211/ViT-5/resolve/main/vit5_{}_patch16_224.pth',
+        'deit3': 'https://dl.fbaipublicfiles.com/deit/deit_3_{}_224_1k.pth'}
+BACKBONE_DEFAULTS = join(
+    pin(f'{ARCH} "Sizes": patch 16, MLP ratio 4', 'model.backbone', patch_size=16, mlp_ratio=4.0, in_channels=3),
+    pin(f'{ARCH} "Block": RMSNorm eps 1e-6', 'model.backbone', norm_eps=1e-06, rms_norm_impl='auto'),
+    pin(f'{ARCH} "Attention": patch RoPE theta 10000, registers theta 100, squeezed into the pretraining grid',
+        'model.backbone', rope_theta=10000.0, register_rope_theta=100.0, rope_ref_grid=None),
+    pin(f'{ARCH} "Block": drop path, the same rate in every block', 'model.backbone',
+        drop_path_schedule='constant', drop_rate=0.0, attn_drop_rate=0.0),
+    pin(f'{ARCH} "Token sequence": pos_embed resized bicubic', 'model.backbone', interpolate_mode='bicubic'),
+    pin('ViT5 defaults: nothing frozen, no checkpointing, no compile, patch tokens only', 'model.backbone',
+        output_cls_token=False, with_cp=False, compile=False, frozen_stages=-1, pretrained=None),
+)
+
+
+def backbone(family: str, size: str) -> Dict[str, Pin]:
+    width, depth, heads = SIZES[size]
+    arch = f'{family}-{size}'
+    weights = WEIGHTS_VIT5 if family == 'vit5' else WEIGHTS_DEIT3
+    return join(
+        BACKBONE_DEFAULTS,
+        vit5_switches() if family == 'vit5' else deit3_switches(),
+        pin(f'{ARCH} "Sizes": {arch}', 'model.backbone', type='ViT5', arch=arch, embed_dims=width, num_layers=depth,
+            num_heads=heads),
+        pin(f'{ARCH}: pretrained at 224', 'model.backbone', img_size=224),
+        pin(weights, 'model.backbone.init_cfg', type='Pretrained', checkpoint=URLS[family].format(size)),
+    )
+
+
+# --- UperNet on ADE20K: the protocol -------------------------------------------------------
+def upernet(width: int, depth: int, channels: int = 512) -> Dict[str, Pin]:
+    taps = (3, 5, 7, 11) if depth == 12 else (7, 11, 15, 23)
+    norm = 'SyncBN for multi-GPU runs'
+    return join(
+        pin(MMSEG_VIT_UPERNET, 'model', type='EncoderDecoder', pretrained=None),
+        pin(f'{P_MODEL}: 4 evenly spaced taps, patch tokens only', 'model.backbone', out_indices=taps),
+        pin(f'{P_MODEL}: the XCiT/DeiT-III taps are raw block outputs', 'model.backbone', final_norm=False),
+        pin(f'{P_MODEL}: Feature2Pyramid(rescales=[4, 2, 1, 0.5])', 'model.neck', type='Feature2Pyramid',
+            embed_dim=width, rescales=(4, 2, 1, 0.5)),
+        pin(f'{P_MODEL}: {norm}', 'model.neck.norm_cfg', type='SyncBN', requires_grad=True),
+        pin(f'{P_MODEL}: UPerHead, pool scales (1, 2, 3, 6), dropout 0.1', 'model.decode_head', type='UPerHead',
+            in_channels=(width,) * 4, in_index=(0, 1, 2, 3), pool_scales=(1, 2, 3, 6), dropout_ratio=0.1,
+            align_corners=False),
+        pin(f'{P_MODEL}: UPerHead channels {channels}' if channels == 512 else f'{P_LD}: UPerHead channels 768',
+            'model.decode_head', channels=channels),
+        pin(f'{P_MODEL}: {norm}', 'model.decode_head.norm_cfg', type='SyncBN', requires_grad=True),
+        pin(f'{MMSEG_VIT_UPERNET}: cross entropy', 'model.decode_head.loss_decode', type='CrossEntropyLoss',
+            use_sigmoid=False, loss_weight=1.0),
+        pin(f'{P_MODEL}: auxiliary FCNHead on the third tap', 'model.auxiliary_head', type='FCNHead',
+            in_channels=width, in_index=2, dropout_ratio=0.1, align_corners=False),
+        pin(MMSEG_VIT_UPERNET, 'model.auxiliary_head', channels=256, num_convs=1, concat_input=False),
+        pin(f'{P_MODEL}: {norm}', 'model.auxiliary_head.norm_cfg', type='SyncBN', requires_grad=True),
+        pin(f'{P_MODEL}: auxiliary loss weight 0.4', 'model.auxiliary_head.loss_decode', type='CrossEntropyLoss',
+            use_sigmoid=False, loss_weight=0.4),
+    )
+
+
+def lr_by_layer(lr: float, rate: float, depth: int, numbering: str) -> Tuple[str, ...]:
+    """Written from the two definitions: BEiT's (mmseg's LearningRateDecayOptimizerConstructor:
+    layer id i of depth + 2 gets rate ** (depth + 1 - i); embeddings are id 0, block j is j + 1,
+    the rest depth + 1) and EoMT's (training/lightning_module.py: block j gets rate ** (depth - 1 - j),
+    embeddings as block 0, everything after the blocks the full rate)."""
+    if numbering == 'beit':
+        exponents = {'embeddings': depth + 1, 'block 0': depth, f'block {depth - 1}': 1, 'head and neck': 0}
+    else:
+        exponents = {'embeddings': depth - 1, 'block 0': depth - 1, f'block {depth - 1}': 0, 'head and neck': 0}
+    return tuple(f'{name} {lr * rate ** e:.4g}' for name, e in exponents.items())
+
+
+NO_DECAY = ('1-d tensors (norms, biases, LayerScale), pos_embed, cls_token, reg_token, query_embed.weight, '
+            'query_feat.weight, level_embed.weight')
+
+
+def protocol_optimizer(depth: int, ld: float = None) -> Dict[str, Pin]:
+    """AdamW lr 6e-5, betas (0.9, 0.999), wd 0.01, no layer decay; _ld: lr 1e-4, wd 0.05,
+    layer decay ``ld``."""
+    lr, wd, rate, source = (6e-05, 0.01, 1.0, P_OPT) if ld is None else (0.0001, 0.05, ld, P_LD)
+    return join(
+        pin(source, 'optim_wrapper', type='OptimWrapper', constructor='ViT5OptimWrapperConstructor'),
+        pin(source, 'optim_wrapper.optimizer', type='AdamW', lr=lr, betas=(0.9, 0.999), weight_decay=wd),
+        pin(source, 'optim_wrapper.paramwise_cfg', layer_decay_rate=rate),
+        pins(f'{P_OPT}: no weight decay on norms, biases, LayerScale gammas, cls/register tokens and pos_embed '
+             '(and, as mmseg\'s Mask2Former configs, query/level embeddings)', {'no weight decay on': NO_DECAY}),
+        pins(DERIVED, {'lr used': lr, 'lr by layer': lr_by_layer(lr, rate, depth, 'beit'), 'precision': 'float32',
+                       'torch.compile': False}),
+    )
+
+
+def protocol_schedule(iters: int = 160000, interval: int = 16000, source: str = P_OPT) -> Dict[str, Pin]:
+    """160k iterations, linear warm-up over 1500 (start factor 1e-6), poly power 1.0 to 0;
+    evaluation and checkpoints every 16k, best mIoU kept."""
+    return join(
+        pin(source, 'train_cfg', type='IterBasedTrainLoop', max_iters=iters, val_interval=interval),
+        pin(P_OPT, 'param_scheduler.0', type='LinearLR', start_factor=1e-06, by_epoch=False, begin=0, end=1500),
+        pin(P_OPT, 'param_scheduler.1', type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=1500),
+        pin(source, 'param_scheduler.1', end=iters),
+        pin(source, 'default_hooks.checkpoint', type='CheckpointHook', by_epoch=False, interval=interval,
+            save_best='mIoU'),
+        pin(MMSEG_SCHEDULE, 'default_hooks.checkpoint', max_keep_ckpts=3),
+    )
+
+
+def batch(per_gpu: int, gpus: int, source: str = f'{PROTOCOL} "Batch": 16 images per iteration (8 GPUs x 2)',
+          micro: int = 1) -> Dict[str, Pin]:
+    images = per_gpu * gpus * micro
+    return join(
+        pin(source, 'auto_scale_lr', enable=False, base_batch_size=images),
+        pin(source, 'train_dataloader', batch_size=per_gpu),
+        pins(DERIVED, {'GPUs': gpus, 'images per GPU': per_gpu, 'micro-batches per step': micro,
+                       'images per iteration': images, 'lr scale': 1.0}),
+    )
+
+
+def ade20k_upernet(family: str, size: str, ld: float = None) -> Dict[str, Pin]:
+    width, depth, _ = SIZES[size]
+    drop_path = 0.2 if size == 'large' else 0.1
+    return join(
+        RUNTIME, NORMALISATION, ADE20K, backbone(family, size), upernet(width, depth, 512 if ld is None else 768),
+        protocol_optimizer(depth, ld), protocol_schedule(), batch(2, 8),
+        pin(f'{P_DATA}: 512x512 crops', 'model.data_preprocessor', size=(512, 512)),
+        pin(f'{PROTOCOL} "Batch": drop path 0.1 (S, B), 0.2-0.3 (L)', 'model.backbone', drop_path_rate=drop_path),
+    )
+
+
+def amp(dtype: str) -> Dict[str, Pin]:
+    source = f'{PROTOCOL} "Batch": mixed precision (AMP) available on GPU'
+    if dtype == 'float16':
+        return join(pin(source, 'optim_wrapper', type='AmpOptimWrapper', dtype='float16', loss_scale='dynamic'),
+                    pins(DERIVED, {'precision': 'float16 autocast, loss scale dynamic'}))
+    return join(pin(source, 'optim_wrapper', type='AmpOptimWrapper', dtype='bfloat16'),
+                pins(DERIVED, {'precision': 'bfloat16 autocast'}))
+
+
+EXPECTED: Dict[str, Dict[str, Pin]] = {}
+for _family in ('vit5', 'deit3'):
+    _sizes = {'base': f'{_family}_upernet_ade20k.py', 'small': f'{_family}/{_family}-small_upernet_ade20k.py',
+              'large': f'{_family}/{_family}-large_upernet_ade20k.py'}
+    for _size, _path in _sizes.items():
+        EXPECTED[_path] = ade20k_upernet(_family, _size)
+        # _ld: 0.65 for S and B (the protocol's B value), 0.75 for L (MAE's value for 24 blocks)
+        EXPECTED[f'{_family}/{_family}-{_size}_upernet_ade20k_ld.py'] = ade20k_upernet(
+            _family, _size, ld=0.75 if _size == 'large' else 0.65)
+    for _dtype, _tag in (('bfloat16', 'bf16'), ('float16', 'fp16')):
+        EXPECTED[f'{_family}/{_family}-base_upernet_ade20k_amp-{_tag}.py'] = join(ade20k_upernet(_family, 'base'),
+                                                                                   amp(_dtype))
+
+
+# --- ablations: one switch each (shared/vit5-architecture.md; the configs name the paper's score) ---
+ABLATION_SOURCE = f'{ARCH} ablation axes (pretrain the variant on ImageNet-1k: docs/reproduce.md)'
+ABLATIONS = {
+    'gemma3-style': dict(mlp_type='geglu', sandwich_norm=True, linear_bias=False, layer_scale_init=0),
+    'layernorm': dict(norm_type='layernorm'),
+    'llama-style': dict(mlp_type='swiglu', linear_bias=False, layer_scale_init=0, qk_norm=False),
+    'no-layerscale': dict(layer_scale_init=0),
+    'no-qk-norm': dict(qk_norm=False),
+    'no-registers': dict(num_registers=0),
+    'no-rope': dict(use_rope=False),
+    'qkv-bias': dict(qkv_bias=True),
+    'register-no-rope': dict(register_rope=False),
+    'swiglu_no-layerscale': dict(mlp_type='swiglu', layer_scale_init=0),
+    'swiglu': dict(mlp_type='swiglu'),
+}
+for _variant, _switches in ABLATIONS.items():
+    EXPECTED[f'ablations/vit5-base_{_variant}_upernet_ade20k.py'] = join(
+        ade20k_upernet('vit5', 'base'), pin(ABLATION_SOURCE, 'model.backbone', **_switches),
+        pin(ABLATION_SOURCE, 'model.backbone.init_cfg',
+            checkpoint=f'checkpoints/ablations/vit5-base_{_variant}_in1k.pth'))
+
+
+# --- other decode heads: mmseg's own settings for each, on the ViT-5-B taps -----------------
+def _flat(prefix: str, value) -> Dict[str, object]:
+    """A config value as the card's keys: dicts and lists of dicts by key and index, lists as
+    tuples, a long list of numbers as the card writes it ('1.0 x 150, 0.1')."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(_flat(f'{prefix}.{key}', item))
+        return out
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], dict):
+        out = {}
+        for i, item in enumerate(value):
+            out.update(_flat(f'{prefix}.{i}', item))
+        return out
+    if isinstance(value, (list, tuple)) and len(value) > 8:
+        runs = [[v, sum(1 for _ in group)] for v, group in itertools.groupby(value)]
+        return {prefix: ', '.join(f'{v!r} x {n}' if n > 1 else repr(v) for v, n in runs)}
+    return {prefix: tuple(value) if isinstance(value, (list, tuple)) else value}
+
+
+def mmseg_config(name: str):
+    """An mmseg 1.2.2 config of the installed release (its .mim copy), as data."""
+    from pathlib import Path
+
+    import mmseg
+    from mmengine.config import Config
+    return Config.fromfile(str(Path(mmseg.__file__).parent / '.mim' / 'configs' / name))
+
+
+def mmseg_part(name: str, part: str, drop=()) -> Dict[str, Pin]:
+    """``model.<part>`` of an mmseg config, value by value, naming it as the source."""
+    values = _flat(f'model.{part}', mmseg_config(name).model[part])
+    return {k: (v, f'{MMSEG} configs/{name}') for k, v in values.items() if not k.startswith(drop)}
+
+
+def without(block: Dict[str, Pin], *prefixes: str) -> Dict[str, Pin]:
+    return {k: v for k, v in block.items() if not k.startswith(prefixes)}
+
+
+VIT_TAPS = 'the ViT-5-B taps of the entry config: 768 channels (Feature2Pyramid levels 0-3 where a pyramid is used)'
+HEADS_BASE = ade20k_upernet('vit5', 'base')
+NO_NECK = pins('heads that read raw 1/16 taps (the config\'s comment)', {'model.neck': None})
+NO_AUX = pins('mmseg\'s config of this head has no auxiliary head', {'model.auxiliary_head': None})
+ONE_TAP = pin('one dense map: the last block\'s tap (the config\'s comment)', 'model.backbone', out_indices=(11,))
+_ADE = f'{P_DATA}: 150 classes'
+
+
+def head_config(mmseg_name: str, ours: Dict[str, Pin], parts=('decode_head',), keep_neck=True,
+                keep_aux=False) -> Dict[str, Pin]:
+    block = without(HEADS_BASE, 'model.decode_head', *(() if keep_aux else ('model.auxiliary_head',)),
+                    *(() if keep_neck else ('model.neck',)))
+    for part in parts:
+        block.update(mmseg_part(mmseg_name, part))
+    return join(block, ours)
+
+
+EXPECTED['heads/vit5_deeplabv3plus_ade20k.py'] = head_config(
+    '_base_/models/deeplabv3plus_r50-d8.py',
+    join(pin(VIT_TAPS, 'model.decode_head', in_channels=768, in_index=2, c1_in_channels=768),
+         pin('output stride 16 of the ViT taps (the config\'s comment): DeepLabV3+\'s OS-16 rates', 'model.decode_head',
+             dilations=(1, 6, 12, 18)),
+         pin(_ADE, 'model.decode_head', num_classes=150)),
+    keep_aux=True)
+EXPECTED['heads/vit5_dpt_ade20k.py'] = head_config(
+    '_base_/models/dpt_vit-b16.py',
+    join(NO_NECK, NO_AUX, pin(f'{MMSEG} configs/_base_/models/dpt_vit-b16.py backbone', 'model.backbone',
+                              out_indices=(2, 5, 8, 11), output_cls_token=True)),
+    keep_neck=False)
+EXPECTED['heads/vit5_fcn_ade20k.py'] = head_config(
+    '_base_/models/fcn_r50-d8.py',
+    join(NO_NECK, NO_AUX, ONE_TAP, pin(VIT_TAPS, 'model.decode_head', in_channels=768, in_index=0),
+         pin(_ADE, 'model.decode_head', num_classes=150)),
+    keep_neck=False)
+EXPECTED['heads/vit5_pspnet_ade20k.py'] = head_config(
+    '_base_/models/pspnet_r50-d8.py',
+    join(NO_NECK, NO_AUX, ONE_TAP, pin(VIT_TAPS, 'model.decode_head', in_channels=768, in_index=0),
+         pin(_ADE, 'model.decode_head', num_classes=150)),
+    keep_neck=False)
+EXPECTED['heads/vit5_segformer_ade20k.py'] = head_config(
+    '_base_/models/segformer_mit-b0.py',
+    join(NO_AUX, pin(VIT_TAPS, 'model.decode_head', in_channels=(768,) * 4),
+         pin(_ADE, 'model.decode_head', num_classes=150)))
+EXPECTED['heads/vit5_segmenter_ade20k.py'] = head_config(
+    'segmenter/segmenter_vit-b_mask_8xb1-160k_ade20k-512x512.py',
+    join(NO_NECK, NO_AUX, ONE_TAP,
+         pin(f'{MMSEG} configs/segmenter/: the last block\'s normalised tokens', 'model.backbone', final_norm=True)),
+    keep_neck=False)
+EXPECTED['heads/vit5_setr-mla_ade20k.py'] = join(
+    head_config('_base_/models/setr_mla.py', pin(_ADE, 'model.decode_head', num_classes=150),
+                parts=('decode_head', 'auxiliary_head', 'neck'), keep_neck=False),
+    pin(VIT_TAPS, 'model.neck', in_channels=(768,) * 4),
+    {f'model.auxiliary_head.{i}.num_classes': (150, _ADE) for i in range(4)})
+EXPECTED['heads/vit5_setr-pup_ade20k.py'] = join(
+    head_config('_base_/models/setr_pup.py', join(NO_NECK, pin(_ADE, 'model.decode_head', num_classes=150),
+                                                  pin(VIT_TAPS, 'model.decode_head', in_channels=768)),
+                parts=('decode_head', 'auxiliary_head'), keep_neck=False),
+    {f'model.auxiliary_head.{i}.{k}': (v, _ADE if k == 'num_classes' else VIT_TAPS)
+     for i in range(3) for k, v in (('num_classes', 150), ('in_channels', 768))})
+EXPECTED['heads/vit5_mask2former_ade20k.py'] = join(
+    head_config('mask2former/mask2former_r50_8xb2-160k_ade20k-512x512.py',
+                join(NO_AUX, pin(VIT_TAPS, 'model.decode_head', in_channels=(768,) * 4)),
+                parts=('decode_head',)),
+    pin(f'{MMSEG} configs/mask2former/mask2former_r50_8xb2-160k_ade20k-512x512.py data_preprocessor',
+        'model.data_preprocessor.test_cfg', size_divisor=32))
+
+
+# --- EoMT on ADE20K: EoMT's recipe (its ADE20K ViT-L yaml, its code's defaults) ---------------
+EOMT_ITERS = 39120  # 31 epochs (the yaml's max_epochs); its windows end at 32600 = 5/6 of it
+EOMT_WINDOWS = {
+    # the yaml's attn_mask_annealing_start_steps / end_steps: consecutive sixths, the first block first
+    'large': ((6520, 13040, 19560, 26080), (13040, 19560, 26080, 32600), EOMT_YAML),
+    # EoMT's COCO S/B recipe in twelfths of this schedule: 2 of 12 each, 1-twelfth gaps, the last ending at 10/12
+    'base': tuple(tuple(EOMT_ITERS // 12 * t for t in ts) for ts in ((2, 5, 8), (4, 7, 10))) + (EOMT_COCO_S,),
+}
+EOMT_WINDOWS['small'] = EOMT_WINDOWS['base']
+
+
+def eomt_train_pipeline() -> Dict[str, Pin]:
+    p = 'train_dataloader.dataset.pipeline'
+    return join(
+        checked_loading(f'{p}.0', 150, True, P_DATA),
+        pin(f'{EOMT_TRANSFORMS}: max_brightness_delta 32, max_contrast_factor 0.5, saturation_factor 0.5, '
+            'max_hue_delta 18', f'{p}.1', type='EoMTColorJitter', brightness_delta=32, contrast=0.5, saturation=0.5,
+            hue_delta=18),
+        pin(f'{EOMT_TRANSFORMS}: RandomHorizontalFlip (p 0.5)', f'{p}.2', type='RandomFlip', prob=0.5),
+        pin(MMSEG_DEFAULT, f'{p}.2', direction='horizontal', swap_seg_labels=None),
+        pin(f'{EOMT_ADE}: img_size (512, 512), scale_range (0.5, 2.0); {EOMT_TRANSFORMS}: ScaleJitter, RandomCrop',
+            f'{p}.3', type='ScaleJitterCrop', crop_size=(512, 512), scale_range=(0.5, 2.0)),
+        pin(f'{EOMT_TRANSFORMS}: pads the image with 0, the target with "no mask"; redraws empty crops',
+            f'{p}.3', img_pad_val=0, seg_pad_val=255, ignore_index=255, max_draws=100),
+        pin(P_DATA, f'{p}.4', type='PackSegInputs'),
+        pins(DERIVED, {'scale rule': 'ScaleJitterCrop: the image fitted into (512, 512) x s, s uniform in [0.5, 2.0]: '
+                                     'its long side 512 s; padded and cropped to (512, 512)'}),
+    )
+
+
+def eomt_head(width: int, blocks: int, blocks_source: str) -> Dict[str, Pin]:
+    cls = f'{EOMT_SEMANTIC}: class_coefficient 2.0, no_object_coefficient 0.1'
+    mask = f'{EOMT_SEMANTIC}: mask_coefficient 5.0'
+    dice = f'{EOMT_SEMANTIC}: dice_coefficient 5.0'
+    points = f'{EOMT_SEMANTIC}: num_points 12544, oversample_ratio 3.0, importance_sample_ratio 0.75'
+    head = 'model.decode_head'
+    return join(
+        pin(f'{EOMT_NOTES}: no neck, no decoder', 'model', type='EoMTEncoderDecoder', pretrained=None),
+        pin(f'{EOMT_NOTES}: every prediction through the backbone\'s final norm', 'model.backbone', final_norm=True),
+        pin(f'{EOMT_NET}: the encoder as timm builds it (no drop path); no taps', 'model.backbone', drop_path_rate=0.0,
+            out_indices=-1),
+        pin(f'{EOMT_YAML}: num_q 100', head, type='EoMTHead', num_queries=100),
+        pin(blocks_source, head, num_blocks=blocks),
+        pin(f'{EOMT_NOTES}: queries of the backbone\'s width, masks at 4 px of patch 16', head, in_channels=width,
+            patch_size=16, align_corners=False),
+        pin(f'{EOMT_ADE}: 150 classes, ignore 255', head, num_classes=150, ignore_index=255),
+        pin(cls, f'{head}.loss_decode.0', type='CrossEntropyLoss', loss_name='loss_cls_ce', loss_weight=2.0,
+            class_weight='1.0 x 150, 0.1'),
+        pin(mask, f'{head}.loss_decode.1', type='CrossEntropyLoss', use_sigmoid=True, loss_name='loss_mask_ce',
+            loss_weight=5.0),
+        pin(dice, f'{head}.loss_decode.2', type='DiceLoss', ignore_index=None, naive_dice=True, eps=1,
+            loss_name='loss_mask_dice', loss_weight=5.0),
+        pin(points, f'{head}.train_cfg', num_points=12544, oversample_ratio=3.0, importance_sample_ratio=0.75),
+        pin(f'{EOMT_NOTES}: Hungarian matching per image', f'{head}.train_cfg.assigner', type='HungarianAssigner'),
+        pin(cls, f'{head}.train_cfg.assigner.match_costs.0', type='ClassificationCost', weight=2.0),
+        pin(mask, f'{head}.train_cfg.assigner.match_costs.1', type='CrossEntropyLossCost', weight=5.0,
+            use_sigmoid=True),
+        pin(dice, f'{head}.train_cfg.assigner.match_costs.2', type='DiceCost', weight=5.0, pred_act=True, eps=1.0),
+        pin(f'{EOMT_NOTES}: 512 windows along the long side of a short-side-512 image (stride: mmseg\'s 2/3 of the '
+            'window)', 'model.test_cfg', mode='slide', crop_size=(512, 512), stride=(341, 341)),
+    )
+
+
+def eomt_optimisation(depth: int, size: str) -> Dict[str, Pin]:
+    starts, ends, windows_source = EOMT_WINDOWS[size]
+    lr = (f'{EOMT_SEMANTIC}: lr 1e-4, llrd 0.8, weight_decay 0.05 (every parameter), poly_power 0.9, '
+          'warmup_steps [500, 1000]')
+    return join(
+        pin(f'{EOMT_MAIN}: precision 16-mixed; bfloat16 here (docs/eomt.md lists it)', 'optim_wrapper',
+            type='AmpOptimWrapper', dtype='bfloat16'),
+        pin(lr, 'optim_wrapper', constructor='ViT5OptimWrapperConstructor'),
+        pin(lr, 'optim_wrapper.optimizer', type='AdamW', lr=0.0001, weight_decay=0.05),
+        pin('torch.optim.AdamW defaults, as EoMT builds it', 'optim_wrapper.optimizer', betas=(0.9, 0.999)),
+        pin(lr, 'optim_wrapper.paramwise_cfg', layer_decay_rate=0.8, layer_numbering='eomt', decay_all=True),
+        pin(f'{EOMT_MAIN}: gradient_clip_val 0.01, algorithm norm', 'optim_wrapper.clip_grad', max_norm=0.01,
+            norm_type=2),
+        pin(f'{EOMT_YAML}: max_epochs 31', 'train_cfg', type='IterBasedTrainLoop', max_iters=EOMT_ITERS),
+        pin(f'{EOMT_NOTES}: upstream validates mid-training; here every 4000 iterations', 'train_cfg',
+            val_interval=4000),
+        pin(lr, 'param_scheduler.0', type='TwoStageWarmupPolyLR', warmup_new=500, warmup_backbone=1000, power=0.9,
+            by_epoch=False, begin=0, end=EOMT_ITERS),
+        pin(f'{EOMT_NOTES}: every 4000 iterations, best mIoU kept', 'default_hooks.checkpoint', type='CheckpointHook',
+            by_epoch=False, interval=4000, save_best='mIoU', max_keep_ckpts=3),
+        pin(windows_source, 'custom_hooks.3', type='EoMTMaskAnnealingHook', starts=starts, ends=ends),
+        pins(windows_source, {'mask annealing windows': tuple(f'block {i}: {s}-{e}'
+                                                              for i, (s, e) in enumerate(zip(starts, ends)))}),
+        pins(f'{EOMT_SEMANTIC}: poly_power 0.9 (the annealing ramp too)', {'mask annealing power': 0.9}),
+        pins(f'{lr}; training/lightning_module.py: block i at llrd ** (depth - 1 - i), the rest at lr',
+             {'lr by layer': lr_by_layer(0.0001, 0.8, depth, 'eomt'), 'lr used': 0.0001,
+              'no weight decay on': 'nothing: every parameter decays (decay_all)'}),
+        pins(DERIVED, {'precision': 'bfloat16 autocast', 'torch.compile': False}),
+    )
+
+
+def ade20k_eomt(family: str, size: str) -> Dict[str, Pin]:
+    width, depth, _ = SIZES[size]
+    blocks, source = (4, f'{EOMT_NET}: num_blocks 4 (the ADE20K ViT-L recipe)') if size == 'large' else (
+        3, f'{EOMT_COCO_S}: num_blocks 3')
+    return join(
+        RUNTIME, NORMALISATION, without(ADE20K, 'train_dataloader.dataset.pipeline', 'scale rule',
+                                        'model.auxiliary_head', 'model.test_cfg'),
+        eomt_train_pipeline(), backbone(family, size), eomt_head(width, blocks, source), eomt_optimisation(depth, size),
+        batch(2, 8, f'{EOMT_ADE}: batch_size 16'),
+        pin(f'{EOMT_ADE}: img_size (512, 512)', 'model.data_preprocessor', size=(512, 512)),
+    )
+
+
+for _family in ('vit5', 'deit3'):
+    for _size in ('small', 'base', 'large'):
+        EXPECTED[f'eomt/{_family}-{_size}_eomt_ade20k.py'] = ade20k_eomt(_family, _size)
+
+
+# --- UperNet on mmseg's 80k datasets: the protocol's model and optimiser, mmseg's data ----------
+def dataset_80k(name: str, family: str, size: str) -> Dict[str, Pin]:
+    width, depth, _ = SIZES[size]
+    mm = f'{MMSEG} configs/_base_/datasets/{DATASETS[name]["file"]}'
+    d = DATASETS[name]
+    block = join(
+        RUNTIME, NORMALISATION, without(ADE20K, 'train_dataloader', 'val_dataloader', 'scale rule'),
+        backbone(family, size), upernet(width, depth), protocol_optimizer(depth),
+        protocol_schedule(80000, 8000, f'{MMSEG_80K}: 80k iterations, evaluation and checkpoints every 8000'),
+        loaders(d['dataset'], d['root'], d['prefixes'], d['per_gpu'], mm),
+        mmseg_train_pipeline(d['classes'], d['reduce'], d['scale'], d['crop'], mm),
+        test_pipeline('val_dataloader.dataset.pipeline', d['classes'], d['reduce'], d['scale'], mm),
+        batch(d['per_gpu'], 8, d['batch_source']),
+        pin(mm, 'model.data_preprocessor', size=d['crop']),
+        pin(f'{mm}: {d["classes"]} classes', 'model.decode_head', num_classes=d['classes']),
+        pin(f'{mm}: {d["classes"]} classes', 'model.auxiliary_head', num_classes=d['classes']),
+        pin(f'{PROTOCOL} "Batch": drop path 0.1 (S, B), 0.2-0.3 (L)', 'model.backbone',
+            drop_path_rate=0.2 if size == 'large' else 0.1),
+        d.get('test', pin(f'{MMSEG} COCO-Stuff 164k configs: whole-image test', 'model.test_cfg', mode='whole')),
+    )
+    for split in ('train', 'val'):
+        if d.get('ann_files'):
+            block.update(pin(mm, f'{split}_dataloader.dataset', ann_file=d['ann_files'][split]))
+    return block
+
+
+DATASETS = {
+    'cityscapes': dict(
+        file='cityscapes.py', dataset='CityscapesDataset', root='data/cityscapes/', classes=19, reduce=False,
+        prefixes={'train': ('leftImg8bit/train', 'gtFine/train'), 'val': ('leftImg8bit/val', 'gtFine/val')},
+        scale=(2048, 1024), crop=(512, 1024), per_gpu=1,
+        batch_source=f'{MMSEG} upernet Cityscapes 80k configs: 8 images per iteration (4 GPUs x 2; here 8 x 1)',
+        test=pin(f'{MMSEG}: sliding window over the 1024x2048 frames, stride 2/3 of the window', 'model.test_cfg',
+                 mode='slide', crop_size=(512, 1024), stride=(341, 682))),
+    'pascal_context_59': dict(
+        file='pascal_context_59.py', dataset='PascalContextDataset59', root='data/VOCdevkit/VOC2010/', classes=59,
+        reduce=True, prefixes={'train': ('JPEGImages', 'SegmentationClassContext'),
+                               'val': ('JPEGImages', 'SegmentationClassContext')},
+        ann_files={'train': 'ImageSets/SegmentationContext/train.txt',
+                   'val': 'ImageSets/SegmentationContext/val.txt'},
+        scale=(520, 520), crop=(480, 480), per_gpu=2,
+        batch_source=f'{MMSEG} Pascal Context 59 80k configs: 16 images per iteration (4 GPUs x 4; here 8 x 2)',
+        test=pin(f'{MMSEG} configs/pspnet/pspnet_r50-d8_4xb4-80k_pascal-context-59-480x480.py', 'model.test_cfg',
+                 mode='slide', crop_size=(480, 480), stride=(320, 320))),
+    'coco_stuff164k': dict(
+        file='coco-stuff164k.py', dataset='COCOStuffDataset', root='data/coco_stuff164k', classes=171, reduce=False,
+        prefixes={'train': ('images/train2017', 'annotations/train2017'),
+                  'val': ('images/val2017', 'annotations/val2017')},
+        scale=(2048, 512), crop=(512, 512), per_gpu=2,
+        batch_source=f'{MMSEG} COCO-Stuff 164k 80k configs: 16 images per iteration (4 GPUs x 4; here 8 x 2)'),
+}
+for _name, _folder in (('cityscapes', 'cityscapes'), ('pascal_context_59', 'pascal_context'),
+                       ('coco_stuff164k', 'coco_stuff')):
+    for _family in ('vit5', 'deit3'):
+        for _size in ('small', 'base', 'large'):
+            EXPECTED[f'{_folder}/{_family}-{_size}_upernet_{_name}.py'] = dataset_80k(_name, _family, _size)
+
+
+# --- the tiny twins: each real recipe shrunk for 2 CPU cores, trained from scratch ----------
+def tiny_backbone(arch: str) -> Dict[str, Pin]:
+    return join(pin(TINY, 'model.backbone', arch=arch, embed_dims=64, num_layers=4, num_heads=2),
+                pins(TINY, {'model.backbone.init_cfg': None}))
+
+
+def tiny_run(scale, crop, lr_block: Dict[str, Pin]) -> Dict[str, Pin]:
+    """What every tiny twin shares: 8 images on one process, 300 iterations, one worker."""
+    return join(
+        lr_block,
+        pin(TINY, 'train_dataloader', batch_size=8, num_workers=1, persistent_workers=False),
+        pin(TINY, 'val_dataloader', num_workers=1, persistent_workers=False),
+        pin(TINY, 'auto_scale_lr', base_batch_size=8),
+        pins(TINY, {'GPUs': 1, 'images per GPU': 8, 'images per iteration': 8}),
+        pin(TINY, 'train_cfg', max_iters=300, val_interval=300),
+        pin(TINY, 'default_hooks.logger', interval=10),
+        pin(TINY, 'default_hooks.checkpoint', interval=100, save_best=None, max_keep_ckpts=2),
+        pin(TINY, 'model.data_preprocessor', size=crop),
+        pin(TINY, 'train_dataloader.dataset.pipeline.1', scale=scale, ratio_range=(0.75, 1.5)),
+        pin(TINY, 'train_dataloader.dataset.pipeline.2', crop_size=crop),
+        pin(TINY, 'val_dataloader.dataset.pipeline.1', scale=scale),
+        pins(DERIVED, {'scale rule': f'RandomResize: the image fitted into {scale} x r, r uniform in [0.75, 1.5]: its '
+                                     f'short side {scale[1]} r unless its long side would pass {scale[0]} r'}),
+    )
+
+
+def tiny_upernet(parent: Dict[str, Pin], root: str, scale, crop, arch='vit5-small') -> Dict[str, Pin]:
+    lr = join(pin(TINY, 'optim_wrapper.optimizer', lr=0.001),
+              pins(DERIVED, {'lr used': 0.001, 'lr by layer': lr_by_layer(0.001, 1.0, 4, 'beit')}),
+              pin(TINY, 'param_scheduler.0', start_factor=0.001, end=20),
+              pin(TINY, 'param_scheduler.1', begin=20, end=300))
+    return join(
+        without(parent, 'model.backbone.init_cfg'), tiny_backbone(arch), tiny_run(scale, crop, lr),
+        pin(TINY, 'model.backbone', out_indices=(0, 1, 2, 3), drop_path_rate=0.0),
+        pin(TINY, 'model.neck', embed_dim=64), pin(TINY, 'model.decode_head', in_channels=(64,) * 4, channels=32),
+        pin(TINY, 'model.auxiliary_head', in_channels=64, channels=16),
+        {f'model.{part}.norm_cfg.type': ('BN', f'{TINY}: SyncBN needs GPUs')
+         for part in ('neck', 'decode_head', 'auxiliary_head')},
+        pin(TINY, 'train_dataloader.dataset', data_root=root), pin(TINY, 'val_dataloader.dataset', data_root=root),
+    )
+
+
+_SYNTHETIC_ADE = 'data/synthetic_ade20k/ADEChallengeData2016'
+EXPECTED['tiny/vit5_upernet_synthetic.py'] = tiny_upernet(EXPECTED['vit5_upernet_ade20k.py'], _SYNTHETIC_ADE,
+                                                          (160, 128), (96, 96))
+EXPECTED['tiny/deit3_upernet_synthetic.py'] = join(
+    tiny_upernet(EXPECTED['deit3_upernet_ade20k.py'], _SYNTHETIC_ADE, (160, 128), (96, 96), arch='deit3-small'))
+EXPECTED['tiny/vit5_upernet_synthetic_cityscapes.py'] = join(
+    tiny_upernet(EXPECTED['cityscapes/vit5-base_upernet_cityscapes.py'], 'data/synthetic/cityscapes', (256, 128),
+                 (64, 128)),
+    pin(TINY, 'model.test_cfg', crop_size=(64, 128), stride=(43, 86)))
+EXPECTED['tiny/vit5_upernet_synthetic_coco_stuff.py'] = tiny_upernet(
+    EXPECTED['coco_stuff/vit5-base_upernet_coco_stuff164k.py'], 'data/synthetic/coco_stuff164k', (160, 128), (96, 96))
+EXPECTED['tiny/vit5_upernet_synthetic_pascal_context.py'] = join(
+    tiny_upernet(EXPECTED['pascal_context/vit5-base_upernet_pascal_context_59.py'], 'data/synthetic/VOCdevkit/VOC2010',
+                 (160, 160), (96, 96)),
+    pin(TINY, 'model.test_cfg', crop_size=(96, 96), stride=(64, 64)))
+
+# the EoMT twin: the tiny UperNet's data and budget, EoMT's model and losses, a from-scratch optimiser
+_TINY_EOMT_LR = join(
+    pin(f'{TINY}: float32 on CPU, from scratch a larger lr and a looser clip', 'optim_wrapper', type='OptimWrapper'),
+    pin(TINY, 'optim_wrapper.optimizer', lr=0.001), pin(TINY, 'optim_wrapper.clip_grad', max_norm=1.0),
+    pin(TINY, 'param_scheduler.0', warmup_new=10, warmup_backbone=10, end=300),
+    pins(DERIVED, {'lr used': 0.001, 'lr by layer': lr_by_layer(0.001, 0.8, 4, 'eomt'), 'precision': 'float32'}))
+EXPECTED['tiny/vit5_eomt_synthetic.py'] = join(
+    without(EXPECTED['eomt/vit5-base_eomt_ade20k.py'], 'train_dataloader.dataset.pipeline', 'model.backbone.init_cfg',
+            'optim_wrapper.dtype', 'model.test_cfg'),
+    {k: v for k, v in EXPECTED['tiny/vit5_upernet_synthetic.py'].items()
+     if k.startswith('train_dataloader.dataset.pipeline')},
+    tiny_backbone('vit5-small'), tiny_run((160, 128), (96, 96), _TINY_EOMT_LR),
+    pin(TINY, 'model.decode_head', in_channels=64, num_queries=16, num_blocks=2),
+    pin(f'{TINY}: 24x24 mask maps (12544 points would be 20 a pixel)', 'model.decode_head.train_cfg', num_points=1024),
+    pin(TINY, 'model.test_cfg', mode='whole'),
+    pin(f'{TINY}: consecutive sixths of 300 iterations', 'custom_hooks.3', starts=(50, 100), ends=(100, 150)),
+    pins(f'{TINY}: consecutive sixths of 300 iterations', {'mask annealing windows': ('block 0: 50-100',
+                                                                                      'block 1: 100-150')}),
+    pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_ADE), pin(TINY, 'val_dataloader.dataset',
+                                                                         data_root=_SYNTHETIC_ADE))

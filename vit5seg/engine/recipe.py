@@ -1,0 +1,352 @@
+"""The recipe card: every value a training run will use, resolved before the run starts.
+
+``tools/print_config.py CONFIG --card [--gpus N]`` prints it and ``tools/train.py`` logs it
+first (``ViT5Runner`` keeps it in the run's saved config as ``recipe_card``). It holds:
+
+- what the launch decides: GPUs x images per GPU x micro-batches = images per iteration,
+  against the config's ``auto_scale_lr.base_batch_size``, and the lr after any scaling
+  (:func:`lr_scale`: the lr follows the images per iteration, however they are split);
+- every value of the keys the Runner reads (model, dataloaders, optimizer, schedulers,
+  hooks, evaluators, ...), flattened to the dotted paths ``--cfg-options`` takes, plus the
+  defaults the backbone and each data transform fill in for what the config leaves out;
+- what follows from them: the lr of each layer under layer decay, the parameters without
+  weight decay, EoMT's annealing windows in iterations, the scale rule of the augmentation,
+  the precision and ``torch.compile``.
+
+``tests/test_recipes.py`` pins every value of every shipped config's card to its source.
+"""
+import inspect
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence
+
+from ..models.backbones.vit5 import ViT5, resolve_arch
+from ..paths import describe_code
+from .accumulation import BatchPlan, batch_plan
+from .eomt import default_windows
+from .optim_constructor import NO_DECAY_HEAD_EMBEDDINGS, NO_DECAY_NAMES, decay_exponent
+
+# What mmengine's Runner.from_cfg reads (and test.py --tta): a config's other top-level names
+# (crop_size, width, ...) only matter through these.
+RUNNER_KEYS = ('runner_type', 'model', 'train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler',
+               'auto_scale_lr', 'val_dataloader', 'val_cfg', 'val_evaluator', 'test_dataloader', 'test_cfg', 'test_evaluator',
+               'tta_pipeline', 'tta_model', 'default_hooks', 'custom_hooks', 'env_cfg', 'randomness', 'log_processor')
+SECTIONS = ('batch and lr', 'optimizer', 'schedule', 'model', 'loss and matching', 'train data', 'evaluation',
+            'precision and compile', 'runtime')
+_LOSS_KEYS = ('loss_decode', 'loss_cls', 'loss_mask', 'loss_dice', 'train_cfg')
+_EVAL_KEYS = ('val_dataloader', 'val_cfg', 'val_evaluator', 'test_dataloader', 'test_cfg', 'test_evaluator',
+              'tta_pipeline', 'tta_model')
+
+
+# arguments that say where bytes come from or which metadata travel, not what is computed
+_PLUMBING = ('file_client_args', 'backend_args', 'meta_keys')
+
+
+class Row(NamedTuple):
+    section: str
+    key: str        # a dotted config path (``model.backbone.drop_path_rate``) or a derived name
+    value: object
+    how: str = ''   # 'default': the class's default, not in the config; 'derived': computed here
+
+
+def _plain(value):
+    """Config values as comparable Python: lists as tuples, long runs of one number as text."""
+    if isinstance(value, (list, tuple)):
+        items = tuple(_plain(v) for v in value)
+        if len(items) > 8 and all(isinstance(v, (int, float)) for v in items):
+            runs = []  # run-length: [1.0] * 150 + [0.1] -> '1.0 x 150, 0.1'
+            for v in items:
+                if runs and runs[-1][0] == v:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([v, 1])
+            return ', '.join(f'{v!r} x {n}' if n > 1 else repr(v) for v, n in runs)
+        return items
+    return value
+
+
+def _is_flat(value) -> bool:
+    return not isinstance(value, dict) and not (isinstance(value, (list, tuple)) and any(
+        isinstance(v, (dict, list, tuple)) for v in value))
+
+
+def _flatten(prefix: str, value) -> Iterator[tuple]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key != '_scope_':  # where mmengine found a type (an mmseg:: base): no value of the run
+                yield from _flatten(f'{prefix}.{key}', item)
+    elif not _is_flat(value) and not all(isinstance(v, (list, tuple)) and _is_flat(v) for v in value):
+        for i, item in enumerate(value):
+            yield from _flatten(f'{prefix}.{i}', item)
+    else:
+        yield prefix, _plain(value)
+
+
+def _defaults(cls, given: dict, skip: Sequence[str] = ()) -> Dict[str, object]:
+    """The arguments of ``cls`` the config leaves to their default."""
+    out = {}
+    for name, param in inspect.signature(cls.__init__).parameters.items():
+        if name in ('self', *skip) or name in given or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.default is not inspect.Parameter.empty and name not in _PLUMBING:
+            out[name] = _plain(param.default)
+    return out
+
+
+def _transform_defaults(pipeline, prefix: str) -> Iterator[tuple]:
+    from mmseg.registry import TRANSFORMS
+    for i, step in enumerate(pipeline or ()):
+        if not isinstance(step, dict) or 'type' not in step:
+            continue
+        cls = TRANSFORMS.get(step['type'])
+        if cls is not None and inspect.isclass(cls):
+            for name, value in _defaults(cls, step, skip=('transforms',)).items():
+                yield f'{prefix}.{i}.{name}', value
+        if isinstance(step.get('transforms'), list) and all(isinstance(t, dict) for t in step['transforms']):
+            yield from _transform_defaults(step['transforms'], f'{prefix}.{i}.transforms')
+
+
+def _section(key: str) -> str:
+    top = key.split('.', 1)[0]
+    parts = key.split('.')
+    if top == 'model':
+        if any(p in _LOSS_KEYS for p in parts[1:]) and parts[1] != 'test_cfg':
+            return 'loss and matching'
+        if parts[1] == 'test_cfg':
+            return 'evaluation'
+        return 'model'
+    if top in ('optim_wrapper',):
+        return 'optimizer'
+    if top in ('train_cfg', 'param_scheduler') or key.startswith('default_hooks.checkpoint'):
+        return 'schedule'
+    if top == 'train_dataloader':
+        return 'train data'
+    if top in _EVAL_KEYS:
+        return 'evaluation'
+    if top == 'custom_hooks' and 'EoMTMaskAnnealingHook' in key:
+        return 'schedule'
+    return 'runtime'
+
+
+def lr_scale(plan: BatchPlan, auto_scale_lr: Optional[dict]) -> float:
+    """The factor on every lr: images per iteration / ``base_batch_size`` where
+    ``auto_scale_lr.enable`` (micro-batches count: the optimizer steps once over all of
+    them), else 1."""
+    if not auto_scale_lr or not auto_scale_lr.get('enable', False):
+        return 1.0
+    return plan.images_per_iteration / auto_scale_lr['base_batch_size']
+
+
+def batch_warnings(plan: BatchPlan, auto_scale_lr: Optional[dict]) -> List[str]:
+    """One line where the images per iteration differ from the config's."""
+    if plan.target is None or plan.images_per_iteration == plan.target:
+        return []
+    factor = plan.images_per_iteration / plan.target
+    if lr_scale(plan, auto_scale_lr) != 1.0:
+        lr = f'the lr is scaled by the same {factor:g} (auto_scale_lr.enable)'
+    else:
+        lr = 'the lr stays as configured (auto_scale_lr.enable=True would scale it by as much)'
+    if factor > 1:
+        return [f'{plan.images_per_iteration} images per iteration are {factor:g}x the config\'s {plan.target} '
+                f'(auto_scale_lr.base_batch_size): {lr}; fewer GPUs or a smaller train_dataloader.batch_size '
+                f'keep the protocol']
+    return [f'{plan.images_per_iteration} images per iteration are {factor:g}x the config\'s {plan.target} '
+            f'(auto_scale_lr.base_batch_size): {lr}; --accumulate auto keeps {plan.target}']
+
+
+def _backbone_rows(backbone: dict) -> Iterator[Row]:
+    if backbone.get('type') != 'ViT5':
+        return
+    explicit = {k: v for k, v in backbone.items() if k != 'type'}
+    preset = resolve_arch(explicit.get('arch', 'vit5-base'),
+                          **{k: explicit.get(k) for k in ('embed_dims', 'num_layers', 'num_heads')})
+    for name, value in preset.items():
+        if name not in explicit:
+            yield Row('model', f'model.backbone.{name}', _plain(value), f'preset {explicit.get("arch", "vit5-base")}')
+    for name, value in _defaults(ViT5, {**explicit, **preset}).items():
+        yield Row('model', f'model.backbone.{name}', value, 'default')
+
+
+def _optimizer_rows(cfg, scale: float) -> Iterator[Row]:
+    wrapper = cfg.get('optim_wrapper', {})
+    optimizer = wrapper.get('optimizer', {})
+    lr = optimizer.get('lr')
+    if lr is None:
+        return
+    yield Row('batch and lr', 'lr used', _plain(lr * scale), 'derived')
+    paramwise = wrapper.get('paramwise_cfg') or {}
+    if wrapper.get('constructor') != 'ViT5OptimWrapperConstructor':
+        return
+    backbone = cfg.model.get('backbone', {})
+    if backbone.get('type') != 'ViT5':
+        return
+    depth = resolve_arch(backbone.get('arch', 'vit5-base'), num_layers=backbone.get('num_layers'),
+                         embed_dims=backbone.get('embed_dims'), num_heads=backbone.get('num_heads'))['num_layers']
+    rate = float(paramwise.get('layer_decay_rate', 1.0))
+    numbering = paramwise.get('layer_numbering', 'beit')
+    layers = {'embeddings': 0, 'block 0': 1, f'block {depth - 1}': depth, 'head and neck': depth + 1}
+    yield Row('optimizer', 'lr by layer', tuple(
+        f'{name} {lr * scale * rate ** decay_exponent(i, depth, numbering):.4g}' for name, i in layers.items()),
+        'derived')
+    if paramwise.get('decay_all', False):
+        exempt = 'nothing: every parameter decays (decay_all)'
+    else:
+        exempt = ('1-d tensors (norms, biases, LayerScale), ' + ', '.join(NO_DECAY_NAMES) + ', '
+                  + ', '.join(NO_DECAY_HEAD_EMBEDDINGS))
+    yield Row('optimizer', 'no weight decay on', exempt, 'derived')
+
+
+def _window_rows(cfg) -> Iterator[Row]:
+    head = cfg.model.get('decode_head') or {}
+    if head.get('type') != 'EoMTHead':
+        return
+    hooks = [h for h in cfg.get('custom_hooks', []) if h.get('type') == 'EoMTMaskAnnealingHook']
+    if not hooks:
+        yield Row('schedule', 'mask annealing', 'none: the masks stay on (no EoMTMaskAnnealingHook)', 'derived')
+        return
+    hook = hooks[0]
+    if hook.get('starts') is None:
+        windows = default_windows(head.get('num_blocks', 4), cfg.train_cfg.max_iters)
+    else:
+        windows = list(zip(hook['starts'], hook['ends']))
+    power = hook.get('power', 0.9)
+    yield Row('schedule', 'mask annealing windows', tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(windows)),
+              'derived')
+    yield Row('schedule', 'mask annealing power', power, 'default' if 'power' not in hook else 'derived')
+
+
+def _scale_rule(pipeline) -> Optional[str]:
+    for step in _steps(pipeline):
+        if step['type'] == 'RandomResize':
+            low, high = step.get('ratio_range') or (1, 1)
+            w, h = step['scale']
+            return (f'RandomResize: the image fitted into ({w}, {h}) x r, r uniform in [{low}, {high}]: '
+                    f'its short side {h} r unless its long side would pass {w} r')
+        if step['type'] == 'ScaleJitterCrop':
+            low, high = step.get('scale_range', (0.5, 2.0))
+            size = step.get('crop_size', (512, 512))
+            return (f'ScaleJitterCrop: the image fitted into {tuple(size)} x s, s uniform in [{low}, {high}]: '
+                    f'its long side {max(size)} s; padded and cropped to {tuple(size)}')
+    return None
+
+
+def _steps(pipeline) -> Iterator[dict]:
+    for step in pipeline or ():
+        if isinstance(step, dict) and 'type' in step:
+            yield step
+            if isinstance(step.get('transforms'), list):
+                yield from _steps([t for t in step['transforms'] if isinstance(t, dict)])
+
+
+def _precision(wrapper: dict, backbone: dict) -> Iterator[Row]:
+    if wrapper.get('type') == 'AmpOptimWrapper':
+        dtype = wrapper.get('dtype') or 'float16'
+        scale = wrapper.get('loss_scale', 'dynamic')
+        text = f'{dtype} autocast' + (f', loss scale {scale}' if 'float16' == str(dtype) else '')
+    else:
+        text = 'float32'
+    yield Row('precision and compile', 'precision', text, 'derived')
+    yield Row('precision and compile', 'torch.compile', _plain(backbone.get('compile', False)), 'derived')
+
+
+class RecipeCard:
+    """The rows of a config's card for one launch; :meth:`text` prints it, :meth:`values`
+    maps each key to its value."""
+
+    def __init__(self, rows: List[Row], warnings: List[str], config: str = '', code: str = ''):
+        self.rows, self.warnings, self.config, self.code = rows, warnings, config, code
+
+    def values(self) -> Dict[str, object]:
+        return {row.key: row.value for row in self.rows}
+
+    def text(self) -> str:
+        """Sections of lines; a config component's values on one line (``key: type a=1 b=2``),
+        what a class fills in for the config after ``|``, derived values as ``name: value``."""
+        lines = [f'recipe card: {self.config}' if self.config else 'recipe card']
+        lines += [f'code: {self.code}'] if self.code else []
+        lines += [f'WARNING: {warning}' for warning in self.warnings]
+        for section in SECTIONS:
+            rows = [r for r in self.rows if r.section == section]
+            if rows:
+                lines.append(f'[{section}]')
+                lines += [f'  {line}' for line in _component_lines(rows)]
+        return '\n'.join(lines)
+
+
+def _shown(value) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def _component_lines(rows: List[Row]) -> List[str]:
+    components: Dict[str, List[Row]] = {}
+    lines = []
+    for row in rows:
+        if row.how == 'derived' or '.' not in row.key:
+            lines.append(f'{row.key}: {_shown(row.value)}')
+            continue
+        component = row.key.rsplit('.', 1)[0]
+        if component not in components:
+            components[component] = []
+            lines.append(component)  # placeholder, filled below in first-seen order
+        components[component].append(row)
+    out = []
+    for line in lines:
+        if line not in components:
+            out.append(line)
+            continue
+        parts = components[line]
+        given = [r for r in parts if not r.how]
+        kind = next((r.value for r in given if r.key.endswith('.type')), None)
+        text = ' '.join([kind] if kind else [] + [])
+        text = ' '.join(([kind] if kind else []) + [f'{r.key.rsplit(".", 1)[1]}={_shown(r.value)}'
+                                                   for r in given if not r.key.endswith('.type')])
+        filled = [r for r in parts if r.how]
+        if filled:
+            text += ' | ' + ' '.join(f'{r.key.rsplit(".", 1)[1]}={_shown(r.value)}' for r in filled)
+        out.append(f'{line}: {text.strip()}')
+    return out
+
+
+def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '') -> RecipeCard:
+    """The card of ``cfg`` (an mmengine Config, ``--cfg-options`` applied) launched on
+    ``gpus`` processes with ``accumulate`` ('auto' or a number of micro-batches, as
+    ``tools/train.py --accumulate``)."""
+    plan = batch_plan(cfg, gpus, accumulate)
+    scale = lr_scale(plan, cfg.get('auto_scale_lr'))
+    rows = [Row('batch and lr', 'GPUs', plan.gpus, 'derived'),
+            Row('batch and lr', 'images per GPU', plan.per_gpu, 'derived'),
+            Row('batch and lr', 'micro-batches per step', plan.micro_batches, 'derived'),
+            Row('batch and lr', 'images per iteration', plan.images_per_iteration, 'derived'),
+            Row('batch and lr', 'lr scale', scale, 'derived')]
+    rows += _optimizer_rows(cfg, scale)
+    for top in RUNNER_KEYS:
+        if top not in cfg:
+            continue
+        if top.startswith('test_') and top.replace('test_', 'val_') in cfg and \
+                cfg[top] == cfg[top.replace('test_', 'val_')]:
+            rows.append(Row('evaluation', top, f'the same as {top.replace("test_", "val_")}', 'derived'))
+            continue
+        rows += [Row(_section(key), key, value) for key, value in _flatten(top, cfg[top])]
+        if top.endswith('_dataloader'):
+            rows += [Row(_section(key), key, value, 'default')
+                     for key, value in _transform_defaults(cfg[top].get('dataset', {}).get('pipeline'),
+                                                           f'{top}.dataset.pipeline')]
+        if top == 'tta_pipeline':
+            rows += [Row('evaluation', key, value, 'default') for key, value in _transform_defaults(cfg[top], top)]
+    rows += _backbone_rows(cfg.model.get('backbone', {}))
+    rule = _scale_rule(cfg.get('train_dataloader', {}).get('dataset', {}).get('pipeline'))
+    if rule:
+        rows.append(Row('train data', 'scale rule', rule, 'derived'))
+    rows += _window_rows(cfg)
+    rows += _precision(cfg.get('optim_wrapper', {}), cfg.model.get('backbone', {}))
+    rows.sort(key=lambda r: SECTIONS.index(r.section))  # stable: each section keeps its order
+    return RecipeCard(rows, batch_warnings(plan, cfg.get('auto_scale_lr')), config, describe_code())
+
+
+def protocol_gpus(cfg) -> int:
+    """The GPU count a config was written for: ``base_batch_size`` / images per GPU (1
+    where that is no whole number)."""
+    target = cfg.get('auto_scale_lr', {}).get('base_batch_size')
+    per_gpu = cfg.train_dataloader.batch_size
+    return target // per_gpu if target and target % per_gpu == 0 else 1
+
+
+__all__ = ['RecipeCard', 'Row', 'batch_warnings', 'lr_scale', 'protocol_gpus', 'recipe_card']
