@@ -56,13 +56,16 @@ def test_readme_states_the_driver_the_pinned_torch_needs():
 
 
 def test_readme_gpu_commands_use_real_flags():
-    block = README.read_text().split('## Train on a GPU machine')[1].split('```')[1]
-    commands = [line.split('#')[0].strip() for line in block.splitlines() if line.strip()]
+    blocks = README.read_text().split('## Train on a GPU machine')[1].split('## ')[0].split('```')[1::2]
+    commands = [line.split('#')[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
     tools = [c for c in commands if 'tools/' in c]
+    # mmseg's own commands first, the card beside them; the seeds comparison after
     assert [re.search(r'tools/([\w.]+)', c).group(1) for c in tools] == [
-        'selfcheck.py', 'prepare_ade20k.py', 'download_weights.py', 'run_seeds.py', 'run_seeds.py', 'compare.py']
+        'selfcheck.py', 'prepare_ade20k.py', 'print_config.py', 'dist_train.sh', 'test.py', 'run_seeds.py',
+        'run_seeds.py', 'compare.py']
     assert '--device cuda' in tools[0]  # a node whose GPUs torch cannot use fails instead of checking its CPU
-    for command in tools[3:5]:  # one run per model shows no interval on the delta
+    assert '--card' in tools[2] and tools[3].startswith('bash tools/dist_train.sh')
+    for command in tools[5:7]:  # one run per model shows no interval on the delta
         assert len(command.split('--seeds')[1].split('--')[0].split()) >= 2, command
     for command in tools:
         tool = REPO / re.search(r'(tools/[\w.]+)', command).group(1)

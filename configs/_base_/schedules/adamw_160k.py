@@ -19,7 +19,6 @@ default_hooks = dict(
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=16000, save_best='mIoU', max_keep_ckpts=3),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='SegVisualizationHook'))
-# 16 images per iteration in total. With another GPU count or batch, either keep the
-# total (train_dataloader.batch_size) or pass --cfg-options auto_scale_lr.enable=True
-# to scale the lr linearly by (GPUs x batch) / 16.
+# 16 images per iteration in total; dist_train.sh keeps them on 1-8 GPUs by accumulation.
+# --cfg-options auto_scale_lr.enable=True scales the lr by (GPUs x batch x micro-batches) / 16.
 auto_scale_lr = dict(enable=False, base_batch_size=16)
