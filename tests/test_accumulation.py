@@ -318,11 +318,9 @@ def test_eomt_micro_batches_weigh_their_losses_by_1_over_k_not_by_their_target_m
     torch.testing.assert_close(sum(a / A * g for a, g in zip(A_j, ce_j)), whole_ce, rtol=1e-4, atol=1e-6)
     accumulated = sum(mask_j) / 4 + sum(ce_j) / 4
     whole = whole_mask + whole_ce
-    assert M_j == [6, 4, 5, 5] and (accumulated - whole).norm() / whole.norm() > 1e-3  # 0.115 here
-    # the bound: |sum_j (1/4 - M_j/M) g_j| <= max_j |1/4 - M_j/M| * sum_j |g_j| (A_j alike)
-    bound = (max(abs(0.25 - m / M) for m in M_j) * sum(g.norm() for g in mask_j)
-             + max(abs(0.25 - a / A) for a in A_j) * sum(g.norm() for g in ce_j))
-    assert (accumulated - whole).norm() <= bound
+    # what accumulation gives instead: 0.115 of the norm apart here (docs/gpus.md's bound,
+    # max_j |1/k - M_j/M| sum_j |g_j|, follows from the identities above: no test of its own)
+    assert M_j == [6, 4, 5, 5] and (accumulated - whole).norm() / whole.norm() > 1e-3
     # as many target masks in every micro-batch: the same gradient
     same = [0, 2, 1, 3, 4, 5, 6, 7]  # pairs of 3 + 2
     inputs, samples = inputs[same], [samples[i] for i in same]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from mmengine.config import Config
 
-from conftest import REPO
+from conftest import REPO, run_script
 from recipe_table import EXPECTED
 from vit5seg.engine.recipe import protocol_gpus, recipe_card
 
@@ -30,6 +30,20 @@ def mismatches(name: str, values: dict) -> list:
     out += [f'{key} = {values[key]!r}, but {source} says {value!r}' for key, (value, source) in expected.items()
             if key in values and values[key] != value]
     return out
+
+
+def test_print_config_shows_the_eomt_large_card_on_2_gpus():
+    """The done-when of issue #38: 16 images per iteration (2 GPUs x 2 x 4 micro-batches),
+    lr 1e-4 and the annealing windows in iterations, as EoMT's ADE20K yaml has them."""
+    config = CONFIGS / 'eomt' / 'vit5-large_eomt_ade20k.py'
+    out = run_script(REPO / 'tools' / 'print_config.py', config, '--card', '--gpus', '2')
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for line in ('  GPUs: 2', '  images per GPU: 2', '  micro-batches per step: 4', '  images per iteration: 16',
+                 '  lr used: 0.0001', "  mask annealing windows: ('block 0: 6520-13040', 'block 1: 13040-19560', "
+                 "'block 2: 19560-26080', 'block 3: 26080-32600')"):
+        assert line in lines, line
+    assert not any(line.startswith('WARNING') for line in lines)
 
 
 def test_every_shipped_config_has_its_row():
