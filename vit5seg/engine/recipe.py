@@ -27,8 +27,9 @@ from .optim_constructor import NO_DECAY_HEAD_EMBEDDINGS, NO_DECAY_NAMES, decay_e
 # What mmengine's Runner.from_cfg reads (and test.py --tta): a config's other top-level names
 # (crop_size, width, ...) only matter through these.
 RUNNER_KEYS = ('runner_type', 'model', 'train_dataloader', 'train_cfg', 'optim_wrapper', 'param_scheduler',
-               'auto_scale_lr', 'val_dataloader', 'val_cfg', 'val_evaluator', 'test_dataloader', 'test_cfg', 'test_evaluator',
-               'tta_pipeline', 'tta_model', 'default_hooks', 'custom_hooks', 'env_cfg', 'randomness', 'log_processor')
+               'auto_scale_lr', 'val_dataloader', 'val_cfg', 'val_evaluator', 'test_dataloader', 'test_cfg',
+               'test_evaluator', 'tta_pipeline', 'tta_model', 'default_hooks', 'custom_hooks', 'env_cfg', 'randomness',
+               'log_processor')
 SECTIONS = ('batch and lr', 'optimizer', 'schedule', 'model', 'loss and matching', 'train data', 'evaluation',
             'precision and compile', 'runtime')
 _LOSS_KEYS = ('loss_decode', 'loss_cls', 'loss_mask', 'loss_dice', 'train_cfg')
@@ -113,7 +114,7 @@ def _section(key: str) -> str:
         if parts[1] == 'test_cfg':
             return 'evaluation'
         return 'model'
-    if top in ('optim_wrapper',):
+    if top == 'optim_wrapper':
         return 'optimizer'
     if top in ('train_cfg', 'param_scheduler') or key.startswith('default_hooks.checkpoint'):
         return 'schedule'
@@ -121,8 +122,6 @@ def _section(key: str) -> str:
         return 'train data'
     if top in _EVAL_KEYS:
         return 'evaluation'
-    if top == 'custom_hooks' and 'EoMTMaskAnnealingHook' in key:
-        return 'schedule'
     return 'runtime'
 
 
@@ -251,8 +250,15 @@ class RecipeCard:
     """The rows of a config's card for one launch; :meth:`text` prints it, :meth:`values`
     maps each key to its value."""
 
-    def __init__(self, rows: List[Row], warnings: List[str], config: str = '', code: str = ''):
-        self.rows, self.warnings, self.config, self.code = rows, warnings, config, code
+    def __init__(self, rows: List[Row], warnings: List[str], config: str = '', code: Optional[str] = None):
+        self.rows, self.warnings, self.config, self._code = rows, warnings, config, code
+
+    @property
+    def code(self) -> str:
+        """The code this card was made by (version, commit, install), asked for when shown."""
+        if self._code is None:
+            self._code = describe_code()
+        return self._code
 
     def values(self) -> Dict[str, object]:
         return {row.key: row.value for row in self.rows}
@@ -338,7 +344,7 @@ def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '') 
     rows += _window_rows(cfg)
     rows += _precision(cfg.get('optim_wrapper', {}), cfg.model.get('backbone', {}))
     rows.sort(key=lambda r: SECTIONS.index(r.section))  # stable: each section keeps its order
-    return RecipeCard(rows, batch_warnings(plan, cfg.get('auto_scale_lr')), config, describe_code())
+    return RecipeCard(rows, batch_warnings(plan, cfg.get('auto_scale_lr')), config)
 
 
 def protocol_gpus(cfg) -> int:
