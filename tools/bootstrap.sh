@@ -98,7 +98,9 @@ if [ "$before" != "$after" ]; then
   echo "bootstrap: installing vit5seg replaced the environment's torch $before with $after" >&2
   exit 1
 fi
-echo "second environment: $("$second/bin/python" -c 'import platform, torch, timm, vit5seg.paths as p;
+# from / : the clone's own vit5seg folder must not stand in for the installed one
+second_python="$PWD/$second/bin/python"
+echo "second environment: $(cd / && "$second_python" -c 'import platform, torch, timm, vit5seg.paths as p;
 print(f"Python {platform.python_version()}, torch {torch.__version__}, timm {timm.__version__}, vit5seg {p.install_kind()} install")')"
 # from tests/: the installed vit5seg is imported, not the clone's
 (cd tests && "../$second/bin/python" -m pytest -c ../pyproject.toml --rootdir .. -m 'not slow or install' "$@") || status=$?
