@@ -1,6 +1,6 @@
 default_scope = 'mmseg'
 # vit5seg.engine.runner: the lr follows the images per iteration under gradient accumulation too, and the
-# run's log and saved config start with the recipe card (mmseg's tools/train.py builds it as well)
+# training's log and saved config carry the recipe card (mmseg's tools/train.py builds it as well)
 runner_type = 'ViT5Runner'
 env_cfg = dict(
     cudnn_benchmark=True,
