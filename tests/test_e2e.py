@@ -12,7 +12,7 @@ import torch
 
 from conftest import REPO, logged_scalars, run_script
 from vit5seg.datasets import make_synthetic_ade20k
-from vit5seg.selfcheck.checks import DDP_WORKER
+from vit5seg.selfcheck.checks import DDP_WORKER, RANK_BOOKKEEPING
 
 pytestmark = pytest.mark.slow
 ENV = {**os.environ, 'OMP_NUM_THREADS': '2', 'PYTHONUNBUFFERED': '1'}
@@ -122,8 +122,7 @@ def test_torchrun_two_ranks_on_cpu_end_with_identical_weights(project):
     # parameters (BN running stats are per rank without SyncBN, as in mmseg)
     # 6 steps of 2 micro-batches: DDP all-reduced on the second backward of each step only (no_sync)
     assert [int(r['synced_backwards']) for r in ranks] == [6, 6] and int(ranks[0]['iterations']) == 6
-    bookkeeping = ('syncbn', 'synced_backwards', 'iterations')
-    params = [n for n in ranks[0] if n not in bookkeeping and not n.startswith('buffer:')]
+    params = [n for n in ranks[0] if n not in RANK_BOOKKEEPING and not n.startswith('buffer:')]
     assert len(params) > 100
     for name in params:
         assert torch.equal(ranks[0][name], ranks[1][name]), name

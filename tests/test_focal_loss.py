@@ -85,5 +85,5 @@ def test_what_it_refuses():
     with pytest.raises(AssertionError):  # mmseg's own contract (and a ValueError: one clear error)
         loss(pred, wrong)
     loss.use_sigmoid = False
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(NotImplementedError):  # mmseg's answer for the softmax form, which it does not have
         loss(pred, ids)

@@ -29,6 +29,15 @@ def default_windows(num_blocks: int, max_iters: int) -> List[tuple]:
     return [(start, start + rounded(sixth)) for start in starts]
 
 
+def annealing_windows(starts: Optional[Sequence[int]], ends: Optional[Sequence[int]], num_blocks: int,
+                      max_iters: int) -> List[tuple]:
+    """Each masked block's (start, end): the given ones, or :func:`default_windows` of the
+    schedule where none are given (what EoMTMaskAnnealingHook anneals over)."""
+    if starts is None:
+        return default_windows(num_blocks, max_iters)
+    return list(zip(starts, ends))
+
+
 def mask_probability(t: int, start: int, end: int, power: float = 0.9) -> float:
     if t < start:
         return 1.0
@@ -72,13 +81,10 @@ class EoMTMaskAnnealingHook(Hook):
 
     def before_train(self, runner) -> None:
         head = self._head(runner)
-        if self.starts is None:
-            self.windows = default_windows(head.num_blocks, runner.max_iters)
-        else:
-            if len(self.starts) != head.num_blocks:
-                raise ValueError(f'EoMTMaskAnnealingHook has {len(self.starts)} windows for '
-                                 f'{head.num_blocks} masked blocks')
-            self.windows = list(zip(self.starts, self.ends))
+        if self.starts is not None and len(self.starts) != head.num_blocks:
+            raise ValueError(f'EoMTMaskAnnealingHook has {len(self.starts)} windows for '
+                             f'{head.num_blocks} masked blocks')
+        self.windows = annealing_windows(self.starts, self.ends, head.num_blocks, runner.max_iters)
         late = [e for _, e in self.windows if e > runner.max_iters]
         if late:
             # the model would still be masked when training ends, and inference never masks

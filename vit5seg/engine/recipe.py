@@ -19,9 +19,10 @@ import inspect
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence
 
 from ..models.backbones.vit5 import ViT5, resolve_arch
+from ..models.eomt import EoMTHead
 from ..paths import describe_code
 from .accumulation import BatchPlan, batch_plan
-from .eomt import default_windows
+from .eomt import EoMTMaskAnnealingHook, annealing_windows
 from .optim_constructor import NO_DECAY_HEAD_EMBEDDINGS, NO_DECAY_NAMES, decay_exponent
 
 # What mmengine's Runner.from_cfg reads (and test.py --tta): a config's other top-level names
@@ -151,15 +152,20 @@ def batch_warnings(plan: BatchPlan, auto_scale_lr: Optional[dict]) -> List[str]:
             f'(auto_scale_lr.base_batch_size): {lr}; --accumulate auto keeps {plan.target}']
 
 
+def _vit5_preset(backbone: dict) -> tuple:
+    """(what the config gives, its arch, what the arch's preset fills in with the config's sizes)"""
+    explicit = {k: v for k, v in backbone.items() if k != 'type'}
+    arch = {**_defaults(ViT5, {}), **explicit}['arch']
+    return explicit, arch, resolve_arch(arch, **{k: explicit.get(k) for k in ('embed_dims', 'num_layers', 'num_heads')})
+
+
 def _backbone_rows(backbone: dict) -> Iterator[Row]:
     if backbone.get('type') != 'ViT5':
         return
-    explicit = {k: v for k, v in backbone.items() if k != 'type'}
-    preset = resolve_arch(explicit.get('arch', 'vit5-base'),
-                          **{k: explicit.get(k) for k in ('embed_dims', 'num_layers', 'num_heads')})
+    explicit, arch, preset = _vit5_preset(backbone)
     for name, value in preset.items():
         if name not in explicit:
-            yield Row('model', f'model.backbone.{name}', _plain(value), f'preset {explicit.get("arch", "vit5-base")}')
+            yield Row('model', f'model.backbone.{name}', _plain(value), f'preset {arch}')
     for name, value in _defaults(ViT5, {**explicit, **preset}).items():
         yield Row('model', f'model.backbone.{name}', value, 'default')
 
@@ -177,8 +183,7 @@ def _optimizer_rows(cfg, scale: float) -> Iterator[Row]:
     backbone = cfg.model.get('backbone', {})
     if backbone.get('type') != 'ViT5':
         return
-    depth = resolve_arch(backbone.get('arch', 'vit5-base'), num_layers=backbone.get('num_layers'),
-                         embed_dims=backbone.get('embed_dims'), num_heads=backbone.get('num_heads'))['num_layers']
+    depth = _vit5_preset(backbone)[2]['num_layers']
     rate = float(paramwise.get('layer_decay_rate', 1.0))
     numbering = paramwise.get('layer_numbering', 'beit')
     layers = {'embeddings': 0, 'block 0': 1, f'block {depth - 1}': depth, 'head and neck': depth + 1}
@@ -201,15 +206,12 @@ def _window_rows(cfg) -> Iterator[Row]:
     if not hooks:
         yield Row('schedule', 'mask annealing', 'none: the masks stay on (no EoMTMaskAnnealingHook)', 'derived')
         return
-    hook = hooks[0]
-    if hook.get('starts') is None:
-        windows = default_windows(head.get('num_blocks', 4), cfg.train_cfg.max_iters)
-    else:
-        windows = list(zip(hook['starts'], hook['ends']))
-    power = hook.get('power', 0.9)
+    hook = {**_defaults(EoMTMaskAnnealingHook, {}), **hooks[0]}
+    num_blocks = {**_defaults(EoMTHead, {}), **head}['num_blocks']
+    windows = annealing_windows(hook['starts'], hook['ends'], num_blocks, cfg.train_cfg.max_iters)
     yield Row('schedule', 'mask annealing windows', tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(windows)),
               'derived')
-    yield Row('schedule', 'mask annealing power', power, 'default' if 'power' not in hook else 'derived')
+    yield Row('schedule', 'mask annealing power', hook['power'], 'default' if 'power' not in hooks[0] else 'derived')
 
 
 def _scale_rule(pipeline) -> Optional[str]:
@@ -281,34 +283,33 @@ def _shown(value) -> str:
     return value if isinstance(value, str) else repr(value)
 
 
+def _component_line(component: str, rows: List[Row]) -> str:
+    """``component: Type a=1 b=2 | filled=3``: what the config gives, then what classes fill in."""
+    def pairs(selected):
+        return [f'{r.key.rsplit(".", 1)[1]}={_shown(r.value)}' for r in selected if not r.key.endswith('.type')]
+    given = [r for r in rows if not r.how]
+    kind = [r.value for r in given if r.key.endswith('.type')]
+    text = ' '.join(kind[:1] + pairs(given))
+    filled = [r for r in rows if r.how]
+    if filled:
+        text += ' | ' + ' '.join(pairs(filled))
+    return f'{component}: {text.strip()}'
+
+
 def _component_lines(rows: List[Row]) -> List[str]:
-    components: Dict[str, List[Row]] = {}
-    lines = []
+    """Derived values one a line; a config component's rows gathered on one line, in the order
+    the component first appears."""
+    entries, components = [], {}
     for row in rows:
         if row.how == 'derived' or '.' not in row.key:
-            lines.append(f'{row.key}: {_shown(row.value)}')
+            entries.append(f'{row.key}: {_shown(row.value)}')
             continue
         component = row.key.rsplit('.', 1)[0]
         if component not in components:
             components[component] = []
-            lines.append(component)  # placeholder, filled below in first-seen order
+            entries.append((component, components[component]))
         components[component].append(row)
-    out = []
-    for line in lines:
-        if line not in components:
-            out.append(line)
-            continue
-        parts = components[line]
-        given = [r for r in parts if not r.how]
-        kind = next((r.value for r in given if r.key.endswith('.type')), None)
-        text = ' '.join([kind] if kind else [] + [])
-        text = ' '.join(([kind] if kind else []) + [f'{r.key.rsplit(".", 1)[1]}={_shown(r.value)}'
-                                                   for r in given if not r.key.endswith('.type')])
-        filled = [r for r in parts if r.how]
-        if filled:
-            text += ' | ' + ' '.join(f'{r.key.rsplit(".", 1)[1]}={_shown(r.value)}' for r in filled)
-        out.append(f'{line}: {text.strip()}')
-    return out
+    return [e if isinstance(e, str) else _component_line(*e) for e in entries]
 
 
 def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '') -> RecipeCard:

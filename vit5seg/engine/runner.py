@@ -37,10 +37,11 @@ class ViT5Runner(Runner):
         per iteration differ from the config's) and saves it with the run's config."""
         if _trains(self.cfg):
             card = _card(self.cfg, self.world_size)  # the processes started: this run's own count
-            self.logger.info(card.text())
+            text = card.text()
+            self.logger.info(text)
             for warning in card.warnings:
                 self.logger.warning(warning)
-            self.cfg.recipe_card = card.text().splitlines()
+            self.cfg.recipe_card = text.splitlines()
             self.dump_config()  # again, now with the card (Runner.__init__ wrote it without)
         return super().train()
 

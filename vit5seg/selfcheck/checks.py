@@ -202,13 +202,13 @@ state = {**{n: p.detach().cpu() for n, p in model.named_parameters()},
          'synced_backwards': torch.tensor(synced[0]), 'iterations': torch.tensor(runner.iter)}
 torch.save(state, os.path.join(runner.work_dir, f"rank{os.environ['RANK']}.pth"))
 """
-_BOOKKEEPING = ('syncbn', 'synced_backwards', 'iterations')
+RANK_BOOKKEEPING = ('syncbn', 'synced_backwards', 'iterations')  # DDP_WORKER's keys beside the tensors
 
 
 def ranks_differ(states: List[dict], buffers: bool) -> List[str]:
     """Names of the parameters (and with ``buffers`` the BN running statistics) that are
     not equal on every rank."""
-    names = [n for n in states[0] if n not in _BOOKKEEPING and (buffers or not n.startswith('buffer:'))]
+    names = [n for n in states[0] if n not in RANK_BOOKKEEPING and (buffers or not n.startswith('buffer:'))]
     return [n for n in names if any(not torch.equal(states[0][n], s[n]) for s in states[1:])]
 
 
@@ -257,7 +257,7 @@ def compare_ranks(states: List[dict], device: str) -> str:
     differ = ranks_differ(states, buffers=bool(syncbn))
     if differ:
         raise RuntimeError(f'{len(differ)} tensors differ between ranks, e.g. {differ[0]}')
-    params = sum(n not in _BOOKKEEPING and not n.startswith('buffer:') for n in states[0])
+    params = sum(n not in RANK_BOOKKEEPING and not n.startswith('buffer:') for n in states[0])
     stats = sum(n.startswith('buffer:') for n in states[0])
     tail = (f' and the {stats} running statistics of {syncbn} SyncBN layers' if syncbn else
             ' (BN statistics stay per rank: SyncBN needs GPUs)')
