@@ -191,6 +191,10 @@ def test_the_card_states_the_lr_used_and_warns_with_the_factor():
     assert card.values()['images per iteration'] == 32 and card.values()['lr used'] == pytest.approx(1.2e-4)
     warning, = card.warnings
     assert warning.startswith("32 images per iteration are 2x the config's 16") and 'scaled by the same 2' in warning
+    assert warning.endswith('fewer GPUs or a smaller train_dataloader.batch_size keep the protocol')
+    warning, = recipe_card(cfg, 1, '1').warnings  # a plain tools/train.py run: fewer images
+    assert warning.startswith("2 images per iteration are 0.125x the config's 16") and warning.endswith(
+        '--accumulate auto keeps 16')
     cfg.auto_scale_lr.enable = False
     card = recipe_card(cfg, 12, 'auto')
     assert card.values()['lr used'] == 6e-5
