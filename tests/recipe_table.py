@@ -202,8 +202,17 @@ def deit3_switches() -> Dict[str, Pin]:
 
 
 SIZES = {'small': (384, 12, 6), 'base': (768, 12, 12), 'large': (1024, 24, 16)}
+DINOV2_HUB = 'facebookresearch/dinov2 dinov2/hub/backbones.py'
+DINOV3_HUB = 'facebookresearch/dinov3 dinov3/hub/backbones.py'
+_DINOV3_FILES = {'small': 'vits16_pretrain_lvd1689m-08c60483', 'base': 'vitb16_pretrain_lvd1689m-73cec8be',
+                 'large': 'vitl16_pretrain_lvd1689m-8aa4cbdd'}
 URLS = {'vit5': 'https://huggingface.co/FengWang3211/ViT-5/resolve/main/vit5_{}_patch16_224.pth',
-        'deit3': 'https://dl.fbaipublicfiles.com/deit/deit_3_{}_224_1k.pth'}
+        'deit3': 'https://dl.fbaipublicfiles.com/deit/deit_3_{}_224_1k.pth',
+        'dinov2': 'https://dl.fbaipublicfiles.com/dinov2/dinov2_vit{0[0]}14/dinov2_vit{0[0]}14_reg4_pretrain.pth',
+        'dinov3': 'checkpoints/dinov3_{}.pth'}
+WEIGHTS = {'vit5': WEIGHTS_VIT5, 'deit3': WEIGHTS_DEIT3,
+           'dinov2': f'{DINOV2_HUB}: the _reg4 files (dinov2/hub/utils.py _DINOV2_BASE_URL)',
+           'dinov3': f'{DINOV3_HUB}: Meta\'s gated files, by their hub names, where the user puts them'}
 BACKBONE_DEFAULTS = join(
     pin(f'{ARCH} "Sizes": patch 16, MLP ratio 4', 'model.backbone', patch_size=16, mlp_ratio=4.0, in_channels=3),
     pin(f'{ARCH} "Block": RMSNorm eps 1e-6', 'model.backbone', norm_eps=1e-06, rms_norm_impl='auto'),
@@ -212,22 +221,46 @@ BACKBONE_DEFAULTS = join(
     pin(f'{ARCH} "Block": drop path, the same rate in every block', 'model.backbone',
         drop_path_schedule='constant', drop_rate=0.0, attn_drop_rate=0.0),
     pin(f'{ARCH} "Token sequence": pos_embed resized bicubic', 'model.backbone', interpolate_mode='bicubic'),
+    pin(f'{ARCH} "Token sequence": a learned pos_embed, resized to the grid without antialias', 'model.backbone',
+        abs_pos_embed=True, interpolate_offset=0.0, interpolate_antialias=False),
+    pin('ViT5 defaults: the DINOv3 RoPE rescale only where a DINOv3 preset sets it', 'model.backbone',
+        rope_train_rescale=None),
     pin('ViT5 defaults: nothing frozen, no checkpointing, no compile, patch tokens only', 'model.backbone',
         output_cls_token=False, with_cp=False, compile=False, frozen_stages=-1, pretrained=None),
 )
 
 
+def dinov2_switches() -> Dict[str, Pin]:
+    source = f'{DINOV2_HUB} vit_*(num_register_tokens=4, interpolate_antialias=True, interpolate_offset=0.0)'
+    return join(
+        deit3_switches(),
+        pin(source, 'model.backbone', num_registers=4, layer_scale_init=1.0, patch_size=14, norm_eps=1e-06,
+            interpolate_offset=0.0, interpolate_antialias=True))
+
+
+def dinov3_switches() -> Dict[str, Pin]:
+    source = (f'{DINOV3_HUB} dinov3_vit*16: pos_embed_rope_base 100, rescale_coords 2, n_storage_tokens 4, '
+              'layerscale_init 1e-5, layernormbf16 (eps 1e-5), mask_k_bias, no learned positions')
+    return join(
+        deit3_switches(),
+        pin(source, 'model.backbone', use_rope='dinov3', rope_theta=100.0, rope_train_rescale=2.0, num_registers=4,
+            layer_scale_init=1e-05, norm_eps=1e-05, qkv_bias='qv', abs_pos_embed=False, patch_size=16))
+
+
 def backbone(family: str, size: str) -> Dict[str, Pin]:
     width, depth, heads = SIZES[size]
-    arch = f'{family}-{size}'
-    weights = WEIGHTS_VIT5 if family == 'vit5' else WEIGHTS_DEIT3
+    arch = f'{family}-{size}' + ('-reg4' if family == 'dinov2' else '')
+    switches = {'vit5': vit5_switches, 'deit3': deit3_switches, 'dinov2': dinov2_switches,
+                'dinov3': dinov3_switches}[family]()
+    size_source = {'dinov2': DINOV2_HUB, 'dinov3': DINOV3_HUB}.get(family, f'{ARCH} "Sizes"')
     return join(
-        BACKBONE_DEFAULTS,
-        vit5_switches() if family == 'vit5' else deit3_switches(),
-        pin(f'{ARCH} "Sizes": {arch}', 'model.backbone', type='ViT5', arch=arch, embed_dims=width, num_layers=depth,
+        BACKBONE_DEFAULTS, switches,
+        pin(f'{size_source}: {arch}', 'model.backbone', type='ViT5', arch=arch, embed_dims=width, num_layers=depth,
             num_heads=heads),
-        pin(f'{ARCH}: pretrained at 224', 'model.backbone', img_size=224),
-        pin(weights, 'model.backbone.init_cfg', type='Pretrained', checkpoint=URLS[family].format(size)),
+        pin(f'{DINOV2_HUB}: pretrained at 518' if family == 'dinov2' else f'{ARCH}: pretrained at 224',
+            'model.backbone', img_size=518 if family == 'dinov2' else 224),
+        pin(WEIGHTS[family], 'model.backbone.init_cfg', type='Pretrained',
+            checkpoint=URLS[family].format(_DINOV3_FILES[size] if family == 'dinov3' else size)),
     )
 
 
@@ -347,6 +380,18 @@ for _family in ('vit5', 'deit3'):
     for _dtype, _tag in (('bfloat16', 'bf16'), ('float16', 'fp16')):
         EXPECTED[f'{_family}/{_family}-base_upernet_ade20k_amp-{_tag}.py'] = join(ade20k_upernet(_family, 'base'),
                                                                                    amp(_dtype))
+
+
+# DINOv2 / DINOv3 in the same protocol, tapped where their own dense heads tap
+DINOV_TAPS = {
+    'dinov2': ({12: (2, 5, 8, 11), 24: (4, 11, 17, 23)}, 'facebookresearch/dinov2 dinov2/hub/depthers.py out_index'),
+    'dinov3': ({12: (2, 5, 8, 11), 24: (5, 11, 17, 23)},
+               'facebookresearch/dinov3 dinov3/eval/segmentation/models FOUR_EVEN_INTERVALS'),
+}
+for _family, (_taps, _source) in DINOV_TAPS.items():
+    for _size in ('small', 'base', 'large'):
+        EXPECTED[f'{_family}/{_family}-{_size}_upernet_ade20k.py'] = join(
+            ade20k_upernet(_family, _size), pin(_source, 'model.backbone', out_indices=_taps[SIZES[_size][1]]))
 
 
 # --- ablations: one switch each (shared/vit5-architecture.md; the configs name the paper's score) ---
@@ -571,20 +616,51 @@ def eomt_optimisation(depth: int, size: str) -> Dict[str, Pin]:
     )
 
 
+EOMT_DINOV3_YAML = f'{EOMT} configs/dinov3/ade20k/semantic/eomt_large_512.yaml'
+EOMT_DINOV3_ITERS = 20208  # the yaml's max_epochs 16, of 1263 iterations (20210 images // 16)
+
+
+def eomt_dinov3_optimisation(depth: int, size: str) -> Dict[str, Pin]:
+    """EoMT's DINOv3 ADE20K yaml over the DINOv2 recipe: lr 2e-4, llrd 1.0 (with lr_mult 0.1 never
+    applied, every parameter at the lr), warm-up 2000 / 3000, 16 epochs, its windows."""
+    lr = f'{EOMT_DINOV3_YAML}: lr 2e-4, llrd 1.0, warmup_steps [2000, 3000] (lr_mult never applied: docs/eomt.md)'
+    if size == 'large':
+        starts, ends, windows = (0, 6520, 9780, 13040), (3000, 9780, 13040, 16300), EOMT_DINOV3_YAML
+    else:
+        starts, ends = (0, 9780, 13040), (3000, 13040, 16300)
+        windows = f'{EOMT_DINOV3_YAML}: block 0 as every DINOv3 recipe of EoMT, then its last two (docs/eomt.md)'
+    return join(
+        eomt_optimisation(depth, size),
+        pin(lr, 'optim_wrapper.optimizer', lr=0.0002),
+        pin(lr, 'optim_wrapper.paramwise_cfg', layer_decay_rate=1.0),
+        pin(f'{EOMT_DINOV3_YAML}: max_epochs 16', 'train_cfg', max_iters=EOMT_DINOV3_ITERS),
+        pin(lr, 'param_scheduler.0', warmup_new=2000, warmup_backbone=3000, end=EOMT_DINOV3_ITERS),
+        pin(windows, 'custom_hooks.3', starts=starts, ends=ends),
+        pins(windows, {'mask annealing windows': tuple(f'block {i}: {s}-{e}'
+                                                       for i, (s, e) in enumerate(zip(starts, ends)))}),
+        pins(lr, {'lr by layer': lr_by_layer(0.0002, 1.0, depth, 'eomt'), 'lr used': 0.0002}),
+    )
+
+
 def ade20k_eomt(family: str, size: str) -> Dict[str, Pin]:
     width, depth, _ = SIZES[size]
     blocks, source = (4, f'{EOMT_NET}: num_blocks 4 (the ADE20K ViT-L recipe)') if size == 'large' else (
         3, f'{EOMT_COCO_S}: num_blocks 3')
-    return join(
+    optimisation = eomt_dinov3_optimisation if family == 'dinov3' else eomt_optimisation
+    block = join(
         RUNTIME, NORMALISATION, without(ADE20K, 'train_dataloader.dataset.pipeline', 'scale rule',
                                         'model.auxiliary_head', 'model.test_cfg'),
-        eomt_train_pipeline(), backbone(family, size), eomt_head(width, blocks, source), eomt_optimisation(depth, size),
+        eomt_train_pipeline(), backbone(family, size), eomt_head(width, blocks, source), optimisation(depth, size),
         batch(2, 8, f'{EOMT_ADE}: batch_size 16'),
         pin(f'{EOMT_ADE}: img_size (512, 512)', 'model.data_preprocessor', size=(512, 512)),
     )
+    if family == 'dinov2':
+        block.update(pin(f'{EOMT} models/vit.py: timm.create_model(name, img_size, patch_size=16)', 'model.backbone',
+                         patch_size=16, img_size=512))
+    return block
 
 
-for _family in ('vit5', 'deit3'):
+for _family in ('vit5', 'deit3', 'dinov2', 'dinov3'):
     for _size in ('small', 'base', 'large'):
         EXPECTED[f'eomt/{_family}-{_size}_eomt_ade20k.py'] = ade20k_eomt(_family, _size)
 
@@ -725,3 +801,10 @@ EXPECTED['tiny/vit5_eomt_synthetic.py'] = join(
                                                                                       'block 1: 100-150')}),
     pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_ADE), pin(TINY, 'val_dataloader.dataset',
                                                                          data_root=_SYNTHETIC_ADE))
+
+# the DINOv2 / DINOv3 twins: the ViT-5 twins with the family's switches
+EXPECTED['tiny/dinov3_eomt_synthetic.py'] = join(EXPECTED['tiny/vit5_eomt_synthetic.py'], dinov3_switches(),
+                                                 pin(TINY, 'model.backbone', arch='dinov3-small'))
+EXPECTED['tiny/dinov2_upernet_synthetic.py'] = join(
+    EXPECTED['tiny/vit5_upernet_synthetic.py'], dinov2_switches(),
+    pin(f'{TINY}: 7 patches of 14', 'model.backbone', arch='dinov2-small-reg4', img_size=98))

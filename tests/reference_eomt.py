@@ -230,3 +230,75 @@ def losses(class_logits, mask_logits, batch_labels, padded, match_points, loss_p
     out['bce'] = weights[1] * bce / num_masks
     out['dice'] = weights[2] * dice / num_masks
     return out
+
+
+class RefDinoV2(RefDeiT3):
+    """DINOv2 with 4 registers as EoMT builds it from timm (``vit_*_patch14_reg4_dinov2`` at
+    patch 16): timm's parameters, tokens [cls, patches, registers] (attention does not see
+    the order), LayerScale, the same blocks as RefDeiT3."""
+
+    def __init__(self, dim, depth, heads, img_size=(64, 64), patch=16):
+        nn.Module.__init__(self)
+        self.vit = timm.models.vision_transformer.VisionTransformer(
+            img_size=img_size, patch_size=patch, embed_dim=dim, depth=depth, num_heads=heads, no_embed_class=True,
+            reg_tokens=4, init_values=1.0, num_classes=0)
+        self.grid, self.heads, self.patch = (img_size[0] // patch, img_size[1] // patch), heads, patch
+
+    def embed(self, img):
+        """At its img_size only, as upstream's model (no resize of the positions)."""
+        x = self.vit.patch_embed.proj(img)                                   # (B, C, h, w)
+        B, C, h, w = x.shape
+        assert (h, w) == self.grid, (h, w)
+        x = x.flatten(2).transpose(1, 2) + self.vit.pos_embed
+        return torch.cat([self.vit.cls_token.expand(B, -1, -1), x, self.vit.reg_token.expand(B, -1, -1)], dim=1), (h, w)
+
+
+class RefDinoV3(nn.Module):
+    """DINOv3 run on transformers' ``DINOv3ViTModel`` parameters (q/k/v/o projections, no key
+    bias, LayerScale ``lambda1``), its RoPE written from Meta's RopePositionEmbedding: patch
+    centres in [-1, 1] per axis, angle 2 pi c / base ** (2k / (D/2)), rotate-half pairs,
+    patches only. Tokens [cls, patches, registers]."""
+
+    def __init__(self, hf_model, heads, patch=16, base=100.0):
+        super().__init__()
+        self.hf, self.heads, self.patch, self.base = hf_model, heads, patch, base
+        self.layers = hf_model.layer if hasattr(hf_model, 'layer') else hf_model.model.layer
+
+    def embed(self, img):
+        e = self.hf.embeddings
+        x = F.conv2d(pad_to_patches(img, self.patch), e.patch_embeddings.weight, e.patch_embeddings.bias,
+                     stride=self.patch)
+        B, C, h, w = x.shape
+        x = x.flatten(2).transpose(1, 2)
+        return torch.cat([e.cls_token.expand(B, -1, -1), x, e.register_tokens.expand(B, -1, -1)], dim=1), (h, w)
+
+    def rope(self, x, grid, start):
+        h, w = grid
+        D = x.shape[-1]
+        ch, cw = (torch.arange(0.5, h) / h) * 2 - 1, (torch.arange(0.5, w) / w) * 2 - 1
+        coords = torch.stack(torch.meshgrid(ch, cw, indexing='ij'), dim=-1).reshape(-1, 2)    # (h*w, 2)
+        periods = self.base ** (2 * torch.arange(D // 4, dtype=torch.float32) / (D // 2))
+        angles = (2 * math.pi * coords[:, :, None] / periods).reshape(h * w, D // 2).repeat(1, 2)   # (h*w, D)
+        p = x[:, :, start:start + h * w]
+        half = torch.cat([-p[..., D // 2:], p[..., :D // 2]], dim=-1)
+        rotated = p * angles.cos() + half * angles.sin()
+        return torch.cat([x[:, :, :start], rotated, x[:, :, start + h * w:]], dim=2)
+
+    def block(self, i, x, grid, n_queries=0, mask=None):
+        layer = self.layers[i]
+        a = layer.attention
+        y = layer.norm1(x)
+        B, N, C = y.shape
+        split = lambda t: t.view(B, N, self.heads, C // self.heads).transpose(1, 2)   # noqa: E731
+        q, k, v = split(a.q_proj(y)), split(a.k_proj(y)), split(a.v_proj(y))
+        q, k = self.rope(q, grid, n_queries + 1), self.rope(k, grid, n_queries + 1)
+        attn = (q @ k.transpose(-2, -1)) * (C // self.heads) ** -0.5
+        if mask is not None:
+            attn = attn.masked_fill(~mask[:, None], float('-inf'))
+        y = (attn.softmax(-1) @ v).transpose(1, 2).reshape(B, N, C)
+        x = x + layer.layer_scale1.lambda1 * a.o_proj(y)
+        m = layer.mlp
+        return x + layer.layer_scale2.lambda1 * m.down_proj(F.gelu(m.up_proj(layer.norm2(x))))
+
+    def final_norm(self, x):
+        return self.hf.norm(x)

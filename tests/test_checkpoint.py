@@ -165,7 +165,7 @@ def test_code_executing_pickle_is_refused(tmp_path):
 def test_classifier_is_not_a_backbone(tmp_path):
     path = tmp_path / 'resnet.pth'
     torch.save({'state_dict': {'conv1.weight': torch.zeros(8, 3, 3, 3), 'fc.weight': torch.zeros(2, 8)}}, path)
-    with pytest.raises(CheckpointError, match='not a ViT-5 or DeiT-III backbone checkpoint'):
+    with pytest.raises(CheckpointError, match='not a backbone checkpoint of a known layout'):
         load_pretrained(_vit5(), path)
 
 

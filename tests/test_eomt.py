@@ -69,6 +69,8 @@ def test_eomt_configs_build_for_every_preset(path):
     assert type(model).__name__ == 'EoMTEncoderDecoder' and bb.final_norm
     assert head.in_channels == bb.embed_dims and head.num_queries == 100 and head.num_classes == 150
     assert head.num_blocks == (4 if 'large' in path.name else 3)
+    if path.name.startswith('dinov3'):  # its own recipe and gated weights: the recipe table holds both
+        return
     assert cfg.crop_size == (512, 512) and cfg.train_cfg.max_iters == 39120
     assert cfg.model.backbone.init_cfg.checkpoint == OFFICIAL_WEIGHTS[bb.arch]
     hook, = [h for h in cfg.custom_hooks if h['type'] == 'EoMTMaskAnnealingHook']

@@ -61,6 +61,20 @@ OFFICIAL_WEIGHTS = {
     'deit3-base': _DEIT3 + 'deit_3_base_224_1k.pth',
     'deit3-large': _DEIT3 + 'deit_3_large_224_1k.pth',
 }
+# Meta's DINOv2 hub files (dinov2/hub/backbones.py), public
+_DINOV2 = 'https://dl.fbaipublicfiles.com/dinov2/'
+for _size, _short in (('small', 's'), ('base', 'b'), ('large', 'l'), ('giant', 'g')):
+    OFFICIAL_WEIGHTS[f'dinov2-{_size}'] = f'{_DINOV2}dinov2_vit{_short}14/dinov2_vit{_short}14_pretrain.pth'
+    OFFICIAL_WEIGHTS[f'dinov2-{_size}-reg4'] = f'{_DINOV2}dinov2_vit{_short}14/dinov2_vit{_short}14_reg4_pretrain.pth'
+# DINOv3's files are gated by Meta's licence: the user requests them and gives the file or URL
+# (dinov3/hub/backbones.py names them so).
+DINOV3_REQUEST = 'https://ai.meta.com/resources/models-and-libraries/dinov3-downloads/'
+GATED_WEIGHTS = {
+    'dinov3-small': 'dinov3_vits16_pretrain_lvd1689m-08c60483.pth',
+    'dinov3-small-plus': 'dinov3_vits16plus_pretrain_lvd1689m-4057cbaa.pth',
+    'dinov3-base': 'dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth',
+    'dinov3-large': 'dinov3_vitl16_pretrain_lvd1689m-8aa4cbdd.pth',
+}
 ADE20K_URL = 'http://data.csail.mit.edu/places/ADEchallenge/ADEChallengeData2016.zip'
 
 PathOrUrl = Union[str, os.PathLike]

@@ -20,9 +20,12 @@ import torch
 from mmengine.logging import print_log
 
 from ..errors import ToolError
-from ..hub import OFFICIAL_WEIGHTS, is_url, official_name, resolve
+from ..hub import DINOV3_REQUEST, GATED_WEIGHTS, OFFICIAL_WEIGHTS, is_url, official_name, resolve
 from ..paths import tool_command
-from .layers import rope_frequencies
+from timm.layers import resample_patch_embed
+
+from .dinov_layouts import CONVERTERS, convert_dinov, detect_dinov_layout
+from .layers import resize_pos_embed, rope_frequencies
 
 StateDict = Dict[str, torch.Tensor]
 
@@ -99,6 +102,11 @@ def _read_local(path: Path, allow_unsafe: bool, map_location):
 
 
 def _where_to_get(path: Path) -> str:
+    gated = next((arch for arch, name in GATED_WEIGHTS.items() if name == path.name), None)
+    if gated is not None:
+        return (f'; it is Meta\'s {gated} file, gated by the DINOv3 licence: request it at {DINOV3_REQUEST}, '
+                f'then put it at {path} or give its path or URL with --cfg-options '
+                f'model.backbone.init_cfg.checkpoint=PATH_OR_URL')
     arch = official_name(path)
     if arch is None:
         return ''
@@ -129,42 +137,71 @@ def extract_state_dict(obj, use_ema: bool = False, prefix: Optional[str] = None)
     return sd
 
 
+# Every layout convert_state_dict reads, for the error that lists them.
+KNOWN_LAYOUTS = ('vit5 (the authors\' ViT-5)', 'deit3-fb', 'deit3-timm', 'vit5seg (converted or trained here)',
+                 'dinov2-meta', 'dinov2-timm', 'dinov2-hf', 'dinov3-meta', 'dinov3-timm', 'dinov3-hf',
+                 'eomt-release (network.encoder.backbone.*)')
+
+
 def detect_layout(sd: StateDict) -> str:
     keys = set(sd)
-    if any('.ls1.gamma' in k for k in keys):
+    dinov = detect_dinov_layout(sd)
+    if dinov is not None:
+        return dinov
+    if 'blocks.0.ls1.gamma' in keys:
         return 'deit3-timm'
     if 'reg_token' in keys or any(k.endswith(('attn.rope.freqs', 'attn.q_norm.weight')) for k in keys):
         return 'vit5'
     if 'blocks.0.gamma_1' in keys:
         return 'deit3-fb'
     if 'cls_token' in keys and 'blocks.0.attn.qkv.weight' in keys:
-        raise CheckpointError('a plain ViT checkpoint without LayerScale is neither ViT-5 nor DeiT-III')
+        raise CheckpointError('a plain ViT checkpoint without LayerScale is none of the known layouts '
+                              f'({", ".join(KNOWN_LAYOUTS)})')
     sample = sorted(keys)[:8]
-    raise CheckpointError(f'not a ViT-5 or DeiT-III backbone checkpoint (first keys: {sample})')
+    raise CheckpointError(f'not a backbone checkpoint of a known layout ({", ".join(KNOWN_LAYOUTS)}); '
+                          f'first keys: {sample}')
 
 
 _TIMM_RENAMES = [(re.compile(r'\.ls([12])\.gamma$'), r'.gamma_\1')]
 _DROPPED = re.compile(r'^(head|fc_norm|head_drop)\.')
 
 
-def convert_state_dict(sd: StateDict, layout: Optional[str] = None, rope_theta: float = 10000.,
-                       register_rope_theta: float = 100.) -> Tuple[StateDict, str]:
+def _check_rope(key: str, value: torch.Tensor, theta: float) -> None:
+    """Stored RoPE frequencies (ViT-5's ``freqs``) or periods (DINOv3's) are derived values:
+    they must be those of ``theta``."""
+    if key == 'rope_embed.periods':
+        n = value.numel()
+        expected = theta ** (2 * torch.arange(n, dtype=torch.float32) / (2 * n))
+    else:
+        expected = rope_frequencies(value.numel() * 4, theta)
+    if value.shape != expected.shape or not torch.allclose(value.float(), expected, rtol=1e-5, atol=0):
+        raise CheckpointError(f'{key} does not match RoPE theta={theta:g}: the checkpoint was '
+                              f'trained with other rotary frequencies')
+
+
+def convert_state_dict(sd: StateDict, layout: Optional[str] = None, rope_theta: Optional[float] = None,
+                       register_rope_theta: float = 100., num_heads: Optional[int] = None) -> Tuple[StateDict, str]:
     """Map any supported layout to this package's keys.
 
     The classifier is dropped; the stored RoPE frequencies are derived values, so they
-    are checked against ``rope_theta`` / ``register_rope_theta`` and dropped.
+    are checked against ``rope_theta`` (default: the layout's, 10000 for ViT-5, 100 for
+    DINOv3) / ``register_rope_theta`` and dropped. ``num_heads``: the model's (DINOv3's
+    channel pairs are rearranged per head; default: 64 channels per head).
     """
+    if layout is None and any(k.startswith('network.encoder.backbone.') for k in sd):
+        sd = {k[len('network.encoder.backbone.'):]: v for k, v in sd.items()
+              if k.startswith('network.encoder.backbone.')}  # an EoMT release: its backbone
     layout = layout or detect_layout(sd)
+    if rope_theta is None:
+        rope_theta = 100. if layout.startswith('dinov3') else 10000.
+    if 'rope_embed.periods' in sd:
+        _check_rope('rope_embed.periods', sd['rope_embed.periods'], rope_theta)
+    if layout in CONVERTERS:
+        return convert_dinov(_without_classifier(sd), layout, num_heads), layout
     out = {}
-    for key, value in sd.items():
-        if _DROPPED.match(key):
-            continue
+    for key, value in _without_classifier(sd).items():
         if key.endswith(('attn.rope.freqs', 'attn.rope_reg.freqs')):
-            theta = register_rope_theta if 'rope_reg' in key else rope_theta
-            expected = rope_frequencies(value.numel() * 4, theta)
-            if value.shape != expected.shape or not torch.allclose(value.float(), expected, rtol=1e-5, atol=0):
-                raise CheckpointError(f'{key} does not match RoPE theta={theta:g}: the checkpoint was '
-                                      f'trained with other rotary frequencies')
+            _check_rope(key, value, register_rope_theta if 'rope_reg' in key else rope_theta)
             continue
         if layout == 'deit3-timm':
             for pattern, repl in _TIMM_RENAMES:
@@ -173,18 +210,31 @@ def convert_state_dict(sd: StateDict, layout: Optional[str] = None, rope_theta: 
     return out, layout
 
 
-def resize_pos_embed(sd: StateDict, grid: Tuple[int, int], mode: str = 'bicubic') -> StateDict:
-    """Resize a square checkpoint pos_embed (1, n*n, C) to ``grid`` (bicubic,
-    align_corners=False, as the authors' fine-tuning)."""
-    from timm.layers import resample_abs_pos_embed
-    pos = sd['pos_embed']
+def _without_classifier(sd: StateDict) -> StateDict:
+    return {k: v for k, v in sd.items() if not _DROPPED.match(k)}
+
+
+def fit_to_model(sd: StateDict, grid: Tuple[int, int], patch_size: Optional[int] = None, offset: float = 0.,
+                 antialias: bool = False) -> StateDict:
+    """A square checkpoint pos_embed (1, n*n, C) resized to ``grid`` by the model's rule
+    (:func:`vit5seg.models.layers.resize_pos_embed`), and a patch kernel of another size
+    resampled to ``patch_size`` as timm does when it builds EoMT's DINOv2 at patch 16
+    (FlexiViT's pseudo-inverse resize, bicubic with antialias)."""
+    sd = dict(sd)
+    kernel = sd.get('patch_embed.proj.weight')
+    if patch_size is not None and kernel is not None and tuple(kernel.shape[-2:]) != (patch_size, patch_size):
+        sd['patch_embed.proj.weight'] = resample_patch_embed(kernel, [patch_size, patch_size], interpolation='bicubic',
+                                                             antialias=True, verbose=False)
+        print_log(f'resampled the patch embedding from {kernel.shape[-1]} to {patch_size}', logger='current',
+                  level=logging.INFO)
+    pos = sd.get('pos_embed')
+    if pos is None:
+        return sd
     side = int(round(pos.shape[1] ** 0.5))
     if side * side != pos.shape[1]:
         raise CheckpointError(f'pos_embed of {pos.shape[1]} tokens is not a square grid')
     if (side, side) != tuple(grid):
-        sd = dict(sd)
-        sd['pos_embed'] = resample_abs_pos_embed(pos, new_size=list(grid), old_size=[side, side],
-                                                 num_prefix_tokens=0, interpolation=mode, antialias=False)
+        sd['pos_embed'] = resize_pos_embed(pos, (side, side), grid, offset=offset, antialias=antialias)
         print_log(f'resized pos_embed from {side}x{side} to {grid[0]}x{grid[1]}', logger='current',
                   level=logging.INFO)
     return sd
@@ -192,16 +242,32 @@ def resize_pos_embed(sd: StateDict, grid: Tuple[int, int], mode: str = 'bicubic'
 
 def convert_checkpoint(path, use_ema: bool = False, allow_unsafe: bool = False, prefix: Optional[str] = None,
                        grid: Optional[Tuple[int, int]] = None, sha256: Optional[str] = None,
-                       **theta) -> Tuple[StateDict, str]:
-    """File or URL -> (backbone state dict in this package's layout, detected source layout)."""
-    sd = extract_state_dict(read_checkpoint(path, allow_unsafe, sha256=sha256), use_ema=use_ema, prefix=prefix)
+                       fit: Optional[dict] = None, **options) -> Tuple[StateDict, str]:
+    """File or URL -> (backbone state dict in this package's layout, detected source layout).
+    ``grid`` / ``fit``: :func:`fit_to_model`'s arguments; ``options``: convert_state_dict's."""
+    obj = read_checkpoint(path, allow_unsafe, sha256=sha256)
+    sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
     try:
-        sd, layout = convert_state_dict(sd, **theta)
+        if is_own_layout(obj, prefix):
+            options['layout'] = 'vit5seg'
+        sd, layout = convert_state_dict(sd, **options)
     except CheckpointError as e:
         raise CheckpointError(f'{path}: {e}') from None
-    if grid is not None and 'pos_embed' in sd:
-        sd = resize_pos_embed(sd, grid)
+    if grid is not None:
+        sd = fit_to_model(sd, grid, **(fit or {}))
     return sd, layout
+
+
+def is_own_layout(obj, prefix: Optional[str]) -> bool:
+    """Written by this package: a converted file (``meta.vit5seg_layout``) or a trained
+    segmentor (a ``backbone.`` prefix; no upstream release has one)."""
+    if not isinstance(obj, dict):
+        return False
+    if isinstance(obj.get('meta'), dict) and obj['meta'].get('vit5seg_layout'):
+        return True
+    sd = obj.get('state_dict', obj)
+    return prefix is None and isinstance(sd, dict) and 'cls_token' not in sd and \
+        any(k.startswith('backbone.') for k in sd)
 
 
 def _describe(sd: StateDict) -> str:
@@ -232,17 +298,28 @@ def check_fits(model: torch.nn.Module, sd: StateDict, source: str = 'checkpoint'
     raise CheckpointError('\n'.join(lines))
 
 
+def conversion_options(model) -> dict:
+    """What converting a checkpoint for ``model`` (a :class:`ViT5`) needs to know of it."""
+    options = dict(num_heads=model.num_heads)
+    rope = model.rope
+    if rope is not None:
+        options['rope_theta'] = rope.theta if hasattr(rope, 'theta') else rope.rope.temperature
+        if getattr(rope, 'register_grid', None) is not None:
+            options['register_rope_theta'] = rope.rope_reg.temperature
+    return options
+
+
+def fit_options(model) -> dict:
+    return dict(patch_size=model.patch_size, offset=model.interpolate_offset, antialias=model.interpolate_antialias)
+
+
 def load_pretrained(model, path, use_ema: bool = False, allow_unsafe: bool = False,
                     prefix: Optional[str] = None, sha256: Optional[str] = None) -> str:
     """Load any supported checkpoint (a path or an http(s) URL) into a :class:`ViT5`;
     returns the detected layout."""
-    theta = {}
-    if model.rope is not None:
-        theta['rope_theta'] = model.rope.rope.temperature
-        if model.rope.register_grid is not None:
-            theta['register_rope_theta'] = model.rope.rope_reg.temperature
     sd, layout = convert_checkpoint(path, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix,
-                                    grid=model.patch_grid, sha256=sha256, **theta)
+                                    grid=model.patch_grid, sha256=sha256, fit=fit_options(model),
+                                    **conversion_options(model))
     check_fits(model, sd, source=f'{path} [{layout}]')
     model.load_state_dict(sd, strict=True)
     print_log(f'loaded {layout} checkpoint {path}' + (' (EMA)' if use_ema else ''), logger='current')

@@ -1,4 +1,4 @@
-"""Command-line conversion of backbone checkpoints (``tools/convert_checkpoint.py``)."""
+"""Command-line conversion of backbone checkpoints and EoMT releases (``tools/convert_checkpoint.py``)."""
 import argparse
 import ast
 from pathlib import Path
@@ -6,7 +6,9 @@ from pathlib import Path
 import torch
 
 from ..hub import DownloadError
-from .checkpoint import CheckpointError, check_fits, convert_checkpoint
+from .checkpoint import (CheckpointError, check_fits, conversion_options, convert_checkpoint, extract_state_dict,
+                         fit_options, read_checkpoint)
+from .eomt_release import convert_eomt_release, is_eomt_release
 
 
 def parse_arch(text: str):
@@ -16,20 +18,37 @@ def parse_arch(text: str):
 
 
 def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None,
-                 sha256=None) -> str:
+                 sha256=None, delta_to=None) -> str:
     """Convert ``src`` to this package's layout at ``dst``; with ``arch``, first check
-    that a ``ViT5(arch=arch, img_size=img_size)`` loads it. Returns the source layout."""
-    grid = None if img_size is None else (img_size // 16, img_size // 16)
-    model = None
+    that a ``ViT5(arch=arch, img_size=img_size)`` loads it. An EoMT release becomes a whole
+    segmentor checkpoint (``delta_to``: the pretrained backbone a delta release is added
+    to). Returns the source layout. Nothing is written when anything fails."""
+    model, options, grid, fit = None, {}, None, {}
     if arch is not None:
         from .backbones.vit5 import ViT5
         with torch.device('meta'):  # shapes only, no memory
-            model = ViT5(arch=arch, img_size=img_size or 224)
-        grid = model.patch_grid
-    sd, layout = convert_checkpoint(src, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix, grid=grid,
-                                    sha256=sha256)
-    if model is not None:
-        check_fits(model, sd, source=f'{src} [{layout}]')
+            model = ViT5(arch=arch, img_size=img_size)
+        grid, fit, options = model.patch_grid, fit_options(model), conversion_options(model)
+    elif img_size is not None:
+        grid = (img_size // 16, img_size // 16)
+    obj = read_checkpoint(src, allow_unsafe, sha256=sha256)
+    raw = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
+    if is_eomt_release(raw):
+        base = None
+        if delta_to is not None:
+            base, base_layout = convert_checkpoint(delta_to, allow_unsafe=allow_unsafe, **options)
+        try:
+            sd, layout = convert_eomt_release(raw, base=base, num_heads=options.get('num_heads'))
+        except CheckpointError as e:
+            raise CheckpointError(f'{src}: {e}') from None
+        layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
+    else:
+        if delta_to is not None:
+            raise CheckpointError(f'--delta-to is for EoMT\'s delta releases; {src} is no EoMT release')
+        sd, layout = convert_checkpoint(src, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix, grid=grid,
+                                        sha256=sha256, fit=fit, **options)
+        if model is not None:
+            check_fits(model, sd, source=f'{src} [{layout}]')
     meta = dict(source=str(src), source_layout=layout, ema=use_ema,
                 arch=repr(arch) if arch is not None else None, vit5seg_layout=1)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
@@ -39,15 +58,20 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description='Convert an authors\' ViT-5, a Facebook DeiT-III or a timm deit3_* checkpoint into the '
-                    'vit5seg backbone layout (classifier and derived RoPE buffers dropped). The result loads '
-                    'with init_cfg=dict(type="Pretrained", checkpoint=DST).')
+        description='Convert a backbone checkpoint (the authors\' ViT-5; DeiT-III from Facebook or timm; DINOv2 '
+                    'and DINOv3 from Meta, timm or Hugging Face transformers) into the vit5seg backbone layout, '
+                    'which loads with init_cfg=dict(type="Pretrained", checkpoint=DST); or an EoMT release '
+                    '(tue-mps/eomt\'s pytorch_model.bin) into a segmentor checkpoint for configs/eomt/, which '
+                    'loads with mmseg\'s init_model and tools/test.py.')
     parser.add_argument('src', help='source checkpoint (.pth, .bin or .safetensors) or its http(s) URL (downloaded '
                                     'once into the torch hub cache); the layout is detected')
     parser.add_argument('dst', help='where to write the converted .pth')
     parser.add_argument('--arch', type=parse_arch, default=None,
-                        help='check the result against this backbone: a preset (vit5-base, deit3-small, ...) or '
+                        help='check the result against this backbone: a preset (vit5-base, dinov3-large, ...) or '
                              'a dict literal of sizes/switches; mismatches are listed and nothing is written')
+    parser.add_argument('--delta-to', metavar='BASE', default=None,
+                        help='an EoMT delta release (its DINOv3 models): the pretrained DINOv3 weights it was '
+                             'trained from (Meta, timm or transformers layout, a file or URL), added to the delta')
     parser.add_argument('--ema', action='store_true', help='take the weights under model_ema instead of model')
     parser.add_argument('--img-size', type=int, default=None,
                         help='resize pos_embed to this pretraining size (e.g. 384); default: keep it')
@@ -59,7 +83,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         layout = convert_file(args.src, args.dst, arch=args.arch, use_ema=args.ema, img_size=args.img_size,
-                              allow_unsafe=args.allow_unsafe, prefix=args.prefix, sha256=args.sha256)
+                              allow_unsafe=args.allow_unsafe, prefix=args.prefix, sha256=args.sha256,
+                              delta_to=args.delta_to)
     except (CheckpointError, DownloadError) as e:
         parser.exit(1, f'error: {e}\n')
     print(f'converted {args.src} ({layout} layout{", EMA" if args.ema else ""}) -> {args.dst}')

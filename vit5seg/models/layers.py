@@ -5,12 +5,12 @@ Shapes: B batch, N tokens, C channels, h heads, D = C / h head channels.
 import math
 from collections import OrderedDict
 from functools import partial
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import DropPath, Mlp, SwiGLU
+from timm.layers import DropPath, Mlp, SwiGLU, resample_abs_pos_embed
 from timm.layers.pos_embed_sincos import RotaryEmbeddingCat, freq_bands
 from torch.utils.checkpoint import checkpoint
 
@@ -90,6 +90,12 @@ def check_rms_norm_impl(impl: str) -> str:
     return impl
 
 
+def check_qkv_bias(qkv_bias) -> None:
+    if not (isinstance(qkv_bias, bool) or qkv_bias == 'qv'):
+        raise ValueError(f"qkv_bias must be False, True or 'qv' (query and value only, as DINOv3), "
+                         f"got {qkv_bias!r}")
+
+
 def build_norm(norm_type: str, dim: int, eps: float = 1e-6) -> nn.Module:
     if norm_type == 'rmsnorm':
         return RMSNorm(dim, eps=eps)
@@ -106,13 +112,21 @@ class Attention(nn.Module):
     that are not rotated (cls) carry 1 + 0i.
     """
 
-    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = False, proj_bias: bool = True,
+    def __init__(self, dim: int, num_heads: int, qkv_bias: Union[bool, str] = False, proj_bias: bool = True,
                  qk_norm: bool = True, norm_type: str = 'rmsnorm', norm_eps: float = 1e-6,
                  attn_drop: float = 0., proj_drop: float = 0.):
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        check_qkv_bias(qkv_bias)
+        self.qkv = nn.Linear(dim, dim * 3, bias=bool(qkv_bias))
+        if qkv_bias == 'qv':
+            # DINOv3's LinearKMaskedBias: the key third of the bias is multiplied by 0. With
+            # RoPE a key bias is no constant shift of the scores, so it is kept out.
+            self.register_buffer('qkv_bias_mask', torch.ones(dim * 3).index_fill_(0, torch.arange(dim, 2 * dim), 0.),
+                                 persistent=False)
+        else:
+            self.qkv_bias_mask = None
         self.q_norm = build_norm(norm_type, self.head_dim, norm_eps) if qk_norm else nn.Identity()
         self.k_norm = build_norm(norm_type, self.head_dim, norm_eps) if qk_norm else nn.Identity()
         self.attn_drop = attn_drop
@@ -121,8 +135,10 @@ class Attention(nn.Module):
 
     def _qkv(self, x: torch.Tensor, rope: Optional[torch.Tensor]):
         B, N, C = x.shape
+        qkv = self.qkv(x) if self.qkv_bias_mask is None else F.linear(
+            x, self.qkv.weight, self.qkv.bias * self.qkv_bias_mask.to(self.qkv.bias.dtype))
         # (B, N, 3C) -> 3 x (B, h, N, D)
-        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = qkv.reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         q, k = self.q_norm(q), self.k_norm(k)  # the spec normalises before rotating
         if rope is not None:
             q, k = apply_rope(q, rope), apply_rope(k, rope)
@@ -157,7 +173,7 @@ class Block(nn.Module):
     """
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4., mlp_type: str = 'mlp',
-                 qkv_bias: bool = False, qk_norm: bool = True, norm_type: str = 'rmsnorm',
+                 qkv_bias: Union[bool, str] = False, qk_norm: bool = True, norm_type: str = 'rmsnorm',
                  norm_eps: float = 1e-6, layer_scale_init: Optional[float] = 1e-4,
                  sandwich_norm: bool = False, linear_bias: bool = True,
                  drop: float = 0., attn_drop: float = 0., drop_path: float = 0.):
@@ -206,6 +222,29 @@ class Block(nn.Module):
         return checkpoint(self.forward, x, rope, attn_mask, use_reentrant=False)
 
 
+def resize_pos_embed(pos: torch.Tensor, old_grid: Tuple[int, int], new_grid: Tuple[int, int],
+                     mode: str = 'bicubic', offset: float = 0., antialias: bool = False) -> torch.Tensor:
+    """A (1, h*w, C) position embedding resized as a (C, h, w) image in float32, unchanged at
+    its own grid. ``offset`` 0: to the output size (timm's ``resample_abs_pos_embed``, as the
+    ViT-5 and DeiT-III fine-tuning and DINOv2's _reg models); ``offset`` > 0: by the scale
+    factors (new + offset) / old, as Meta's DINOv2 resizes its models without registers
+    (``interpolate_offset=0.1``), which timm does not reproduce."""
+    old_grid, new_grid = tuple(old_grid), tuple(new_grid)
+    if old_grid == new_grid:
+        return pos
+    if not offset:
+        return resample_abs_pos_embed(pos, new_size=list(new_grid), old_size=list(old_grid), num_prefix_tokens=0,
+                                      interpolation=mode, antialias=antialias)
+    C = pos.shape[-1]
+    image = pos.float().reshape(1, *old_grid, C).permute(0, 3, 1, 2)                     # (1, C, h0, w0)
+    scale = ((new_grid[0] + offset) / old_grid[0], (new_grid[1] + offset) / old_grid[1])
+    image = F.interpolate(image, scale_factor=scale, mode=mode, antialias=antialias)
+    if tuple(image.shape[-2:]) != new_grid:
+        raise ValueError(f'resizing pos_embed from {old_grid} by {scale} gave {tuple(image.shape[-2:])}, '
+                         f'not {new_grid}')
+    return image.permute(0, 2, 3, 1).reshape(1, -1, C).to(pos.dtype)
+
+
 def apply_rope(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
     """Rotate the adjacent channel pairs of x (..., N, D) by a (N, D/2) table: complex
     (cos + i sin), or real (N, D/2, 2) holding [cos, sin].
@@ -251,37 +290,19 @@ def rope_frequencies(head_dim: int, theta: float) -> torch.Tensor:
     return freq_bands(head_dim // 4, temperature=float(theta), step=1)
 
 
-class SequenceRope(nn.Module):
-    """Rotary tables for the token sequence ``[cls] + patches + registers``.
-
-    One (N, D/2) complex table per (grid, device, dtype) is built and kept, so blocks and later
-    calls at the same input size reuse it instead of recomputing sines. The 2D rotations
-    themselves are timm's ``RotaryEmbeddingCat``, which equals the authors' RoPE exactly
-    (shared/vit5-architecture.md); the patch positions are squeezed into ``ref_grid``
-    per axis (``ref_grid=None``: integer positions instead).
-    """
+class CachedRopeTables(nn.Module):
+    """Keeps one rotary table per (grid, device, dtype): blocks and later calls at the same
+    input size reuse it instead of recomputing sines. Subclasses give ``_build``: timm's
+    (N, 2D) [sin, cos] layout for the sequence ``[cls] + patches + registers``."""
 
     max_cached = 8
 
-    def __init__(self, head_dim: int, theta: float = 10000., ref_grid: Optional[Tuple[int, int]] = (14, 14),
-                 num_registers: int = 0, register_rope: bool = True, register_theta: float = 100.):
+    def __init__(self, head_dim: int, num_registers: int = 0):
         super().__init__()
         if head_dim % 4:
             raise ValueError(f'2D RoPE needs a head dim divisible by 4, got {head_dim}')
         self.head_dim = head_dim
-        self.ref_grid = None if ref_grid is None else tuple(ref_grid)
         self.num_registers = num_registers
-        self.rope = RotaryEmbeddingCat(head_dim, in_pixels=False, temperature=theta,
-                                       ref_feat_shape=self.ref_grid)
-        self.register_grid = None
-        if num_registers and register_rope:
-            side = math.isqrt(num_registers)
-            if side * side != num_registers:
-                raise ValueError(f'register RoPE places registers on a square grid; '
-                                 f'num_registers={num_registers} is not a square')
-            self.register_grid = (side, side)
-            self.rope_reg = RotaryEmbeddingCat(head_dim, in_pixels=False, temperature=register_theta,
-                                               ref_feat_shape=self.register_grid)
         self._tables: 'OrderedDict[tuple, torch.Tensor]' = OrderedDict()
         self.num_builds = 0  # read by tests and the benchmark
 
@@ -290,12 +311,7 @@ class SequenceRope(nn.Module):
                           torch.ones(n, self.head_dim, device=device)], dim=1)
 
     def _build(self, grid: Tuple[int, int], device) -> torch.Tensor:
-        parts = [self._identity_rows(1, device), self.rope.get_embed(shape=list(grid)).to(device)]
-        if self.register_grid is not None:
-            parts.append(self.rope_reg.get_embed(shape=list(self.register_grid)).to(device))
-        elif self.num_registers:
-            parts.append(self._identity_rows(self.num_registers, device))
-        return torch.cat(parts, dim=0)
+        raise NotImplementedError
 
     def table(self, grid: Tuple[int, int], device, real: bool = False) -> torch.Tensor:
         """float32 whatever the activations' dtype (rotations are done in float32); the real
@@ -324,3 +340,103 @@ class SequenceRope(nn.Module):
         else:
             self._tables.move_to_end(key)
         return table
+
+
+class SequenceRope(CachedRopeTables):
+    """ViT-5's rotary tables (``use_rope=True``).
+
+    The 2D rotations themselves are timm's ``RotaryEmbeddingCat``, which equals the
+    authors' RoPE exactly (shared/vit5-architecture.md); the patch positions are squeezed
+    into ``ref_grid`` per axis (``ref_grid=None``: integer positions instead).
+    """
+
+    def __init__(self, head_dim: int, theta: float = 10000., ref_grid: Optional[Tuple[int, int]] = (14, 14),
+                 num_registers: int = 0, register_rope: bool = True, register_theta: float = 100.):
+        super().__init__(head_dim, num_registers)
+        self.ref_grid = None if ref_grid is None else tuple(ref_grid)
+        self.rope = RotaryEmbeddingCat(head_dim, in_pixels=False, temperature=theta,
+                                       ref_feat_shape=self.ref_grid)
+        self.register_grid = None
+        if num_registers and register_rope:
+            side = math.isqrt(num_registers)
+            if side * side != num_registers:
+                raise ValueError(f'register RoPE places registers on a square grid; '
+                                 f'num_registers={num_registers} is not a square')
+            self.register_grid = (side, side)
+            self.rope_reg = RotaryEmbeddingCat(head_dim, in_pixels=False, temperature=register_theta,
+                                               ref_feat_shape=self.register_grid)
+
+    def _build(self, grid: Tuple[int, int], device) -> torch.Tensor:
+        parts = [self._identity_rows(1, device), self.rope.get_embed(shape=list(grid)).to(device)]
+        if self.register_grid is not None:
+            parts.append(self.rope_reg.get_embed(shape=list(self.register_grid)).to(device))
+        elif self.num_registers:
+            parts.append(self._identity_rows(self.num_registers, device))
+        return torch.cat(parts, dim=0)
+
+
+class Dinov3Rope(CachedRopeTables):
+    """DINOv3's rotary tables (``use_rope='dinov3'``; Meta's ``RopePositionEmbedding`` with
+    ``normalize_coords='separate'``): patch centres mapped to [-1, 1] per axis, angle
+    2 pi coord / period, periods ``theta ** (2k / (D/2))``; cls and registers not rotated.
+
+    DINOv3 pairs channel i with i + D/2 (rotate-half); this package rotates adjacent pairs,
+    so the checkpoint converters interleave the q and k rows of each head once
+    (:func:`vit5seg.models.checkpoint.interleave_rope_halves`), which leaves q.k unchanged.
+    ``train_rescale``: while training, all coordinates are multiplied by one log-uniform
+    factor in [1/r, r] per forward (Meta's and transformers' ``rescale_coords``, which
+    EoMT's DINOv3 runs train with); never at evaluation.
+    """
+
+    def __init__(self, head_dim: int, theta: float = 100., num_registers: int = 0,
+                 train_rescale: Optional[float] = None):
+        super().__init__(head_dim, num_registers)
+        self.theta = float(theta)
+        self.train_rescale = train_rescale
+        quarter = head_dim // 4
+        self.register_buffer('periods', self.theta ** (2 * torch.arange(quarter, dtype=torch.float32) / (head_dim // 2)),
+                             persistent=False)
+
+    def _angles(self, grid: Tuple[int, int], device, scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(h*w, D/2): the h angles of each period, then the w angles."""
+        h, w = grid
+        coords_h = torch.arange(0.5, h, device=device, dtype=torch.float32) / h
+        coords_w = torch.arange(0.5, w, device=device, dtype=torch.float32) / w
+        coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing='ij'), dim=-1).flatten(0, 1)
+        coords = 2.0 * coords - 1.0                                          # (h*w, 2) in [-1, 1]
+        if scale is not None:
+            coords = coords * scale
+        periods = self.periods.to(device)
+        return (2 * math.pi * coords[:, :, None] / periods[None, None, :]).flatten(1, 2)
+
+    def _build(self, grid: Tuple[int, int], device, scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+        angles = self._angles(grid, device, scale).repeat_interleave(2, dim=-1)   # (h*w, D), per pair
+        parts = [self._identity_rows(1, device), torch.cat([angles.sin(), angles.cos()], dim=1)]
+        if self.num_registers:
+            parts.append(self._identity_rows(self.num_registers, device))
+        return torch.cat(parts, dim=0)
+
+    def forward(self, grid: Tuple[int, int], device: torch.device, dtype: torch.dtype,
+                real: bool = False) -> torch.Tensor:
+        if not (self.training and self.train_rescale):
+            return super().forward(grid, device, dtype, real)
+        # a new random scale each step: never cached
+        log_r = math.log(self.train_rescale)
+        scale = torch.empty(1, device=device).uniform_(-log_r, log_r).exp()
+        table = sincos_to_pairs(self._build(tuple(grid), device, scale))
+        return table if real or tracing_for_graph() else torch.view_as_complex(table)
+
+
+def build_rope(rule: Union[bool, str], head_dim: int, theta: float, ref_grid, num_registers: int,
+               register_rope: bool, register_theta: float, train_rescale: Optional[float]):
+    """The rotary tables of a ``use_rope`` value: ``False`` none, ``True`` ViT-5's, ``'dinov3'``."""
+    if rule is False:
+        return None
+    if rule is True:
+        return SequenceRope(head_dim, theta=theta, ref_grid=ref_grid, num_registers=num_registers,
+                            register_rope=register_rope, register_theta=register_theta)
+    if rule == 'dinov3':
+        if register_rope:
+            raise ValueError("use_rope='dinov3' does not rotate registers: set register_rope=False")
+        return Dinov3Rope(head_dim, theta=theta, num_registers=num_registers, train_rescale=train_rescale)
+    raise ValueError(f"use_rope must be False, True (ViT-5's RoPE) or 'dinov3', got {rule!r}")

@@ -10,9 +10,9 @@ import torch.nn as nn
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from mmseg.registry import MODELS
-from timm.layers import PatchEmbed, resample_abs_pos_embed
+from timm.layers import PatchEmbed
 
-from ..layers import Block, RMSNorm, SequenceRope, build_norm, check_rms_norm_impl
+from ..layers import Block, RMSNorm, build_norm, build_rope, check_rms_norm_impl, resize_pos_embed
 
 # The ablation axes of the paper, with ViT-5's published choice for each.
 VIT5_SWITCHES = dict(norm_type='rmsnorm', use_rope=True, num_registers=4, register_rope=True,
@@ -22,31 +22,59 @@ VIT5_SWITCHES = dict(norm_type='rmsnorm', use_rope=True, num_registers=4, regist
 DEIT3_SWITCHES = dict(norm_type='layernorm', use_rope=False, num_registers=0, register_rope=False,
                       qk_norm=False, layer_scale_init=1e-4, mlp_type='mlp', qkv_bias=True,
                       sandwich_norm=False, linear_bias=True)
+# What a preset may leave out: the ViT-5 / DeiT-III geometry and embeddings.
+GEOMETRY_DEFAULTS = dict(patch_size=16, img_size=224, mlp_ratio=4., norm_eps=1e-6, rope_theta=10000.,
+                         abs_pos_embed=True, interpolate_offset=0., interpolate_antialias=False,
+                         rope_train_rescale=None)
+# DINOv2 (Meta's hub models, shared/dinov-notes.md): patch 14 at 518, a learned pos_embed
+# resized as Meta resizes it, LayerScale (hub init 1.0), LayerNorm 1e-6, qkv bias.
+DINOV2_SWITCHES = dict(DEIT3_SWITCHES, layer_scale_init=1.0, patch_size=14, img_size=518,
+                       interpolate_offset=0.1, interpolate_antialias=False)
+# The _reg models resize to the output size, with antialias; 4 registers without positions.
+DINOV2_REG4_SWITCHES = dict(DINOV2_SWITCHES, num_registers=4, interpolate_offset=0., interpolate_antialias=True)
+# DINOv3 (dinov3/hub/backbones.py): no learned positions, its own RoPE (base 100) on the
+# patches, 4 storage tokens, LayerScale 1e-5, LayerNorm 1e-5, the key bias masked.
+DINOV3_SWITCHES = dict(DEIT3_SWITCHES, use_rope='dinov3', rope_theta=100., num_registers=4, layer_scale_init=1e-5,
+                       qkv_bias='qv', norm_eps=1e-5, abs_pos_embed=False, rope_train_rescale=2.)
+
+
+def _sizes(width, depth, heads, **more):
+    return dict(embed_dims=width, num_layers=depth, num_heads=heads, **more)
+
 
 ARCH_PRESETS: Dict[str, dict] = {
-    'vit5-small': dict(embed_dims=384, num_layers=12, num_heads=6, **VIT5_SWITCHES),
-    'vit5-base': dict(embed_dims=768, num_layers=12, num_heads=12, **VIT5_SWITCHES),
-    'vit5-large': dict(embed_dims=1024, num_layers=24, num_heads=16, **VIT5_SWITCHES),
-    'vit5-xlarge': dict(embed_dims=1152, num_layers=28, num_heads=16, **VIT5_SWITCHES),
-    'deit3-small': dict(embed_dims=384, num_layers=12, num_heads=6, **DEIT3_SWITCHES),
-    'deit3-base': dict(embed_dims=768, num_layers=12, num_heads=12, **DEIT3_SWITCHES),
-    'deit3-large': dict(embed_dims=1024, num_layers=24, num_heads=16, **DEIT3_SWITCHES),
+    'vit5-small': dict(_sizes(384, 12, 6), **VIT5_SWITCHES),
+    'vit5-base': dict(_sizes(768, 12, 12), **VIT5_SWITCHES),
+    'vit5-large': dict(_sizes(1024, 24, 16), **VIT5_SWITCHES),
+    'vit5-xlarge': dict(_sizes(1152, 28, 16), **VIT5_SWITCHES),
+    'deit3-small': dict(_sizes(384, 12, 6), **DEIT3_SWITCHES),
+    'deit3-base': dict(_sizes(768, 12, 12), **DEIT3_SWITCHES),
+    'deit3-large': dict(_sizes(1024, 24, 16), **DEIT3_SWITCHES),
 }
+for _name, _size in (('small', _sizes(384, 12, 6)), ('base', _sizes(768, 12, 12)), ('large', _sizes(1024, 24, 16)),
+                     ('giant', _sizes(1536, 40, 24, mlp_type='swiglu'))):  # ViT-g: Meta's fused SwiGLU
+    ARCH_PRESETS[f'dinov2-{_name}'] = {**DINOV2_SWITCHES, **_size}
+    ARCH_PRESETS[f'dinov2-{_name}-reg4'] = {**DINOV2_REG4_SWITCHES, **_size}
+for _name, _size in (('small', _sizes(384, 12, 6)), ('small-plus', _sizes(384, 12, 6, mlp_type='swiglu', mlp_ratio=6.)),
+                     ('base', _sizes(768, 12, 12)), ('large', _sizes(1024, 24, 16)),
+                     ('huge-plus', _sizes(1280, 32, 20, mlp_type='swiglu', mlp_ratio=6.))):
+    ARCH_PRESETS[f'dinov3-{_name}'] = {**DINOV3_SWITCHES, **_size}
 _SIZE_KEYS = ('embed_dims', 'num_layers', 'num_heads')
 
 
 def resolve_arch(arch: Union[str, dict], **overrides) -> dict:
-    """Preset (by name, or a dict of sizes on top of ViT-5's switches) + explicit overrides."""
+    """Preset (by name, or a dict of sizes on top of ViT-5's switches) + explicit overrides;
+    every key of GEOMETRY_DEFAULTS filled in."""
     if isinstance(arch, str):
         if arch not in ARCH_PRESETS:
             raise ValueError(f'unknown arch {arch!r}; choose one of {sorted(ARCH_PRESETS)} '
                              f'or pass a dict with {list(_SIZE_KEYS)}')
-        settings = dict(ARCH_PRESETS[arch])
+        settings = {**GEOMETRY_DEFAULTS, **ARCH_PRESETS[arch]}
     elif isinstance(arch, dict):
         missing = [k for k in _SIZE_KEYS if k not in arch]
         if missing:
             raise ValueError(f'arch dict {arch} lacks {missing}')
-        settings = {**VIT5_SWITCHES, **arch}
+        settings = {**GEOMETRY_DEFAULTS, **VIT5_SWITCHES, **arch}
     else:
         raise TypeError(f'arch must be a preset name or a dict, got {type(arch).__name__}')
     settings.update({k: v for k, v in overrides.items() if v is not None})
@@ -62,11 +90,15 @@ class ViT5(BaseModule):
     """ViT-5 / DeiT-III plain vision transformer with multi-level taps for mmseg heads.
 
     Args:
-        arch: preset name (``vit5-small|base|large|xlarge``, ``deit3-small|base|large``)
-            or a dict with ``embed_dims``, ``num_layers``, ``num_heads`` (and any switch).
+        arch: preset name (``vit5-small|base|large|xlarge``, ``deit3-small|base|large``,
+            ``dinov2-small|base|large|giant`` each also ``-reg4``, ``dinov3-small|small-plus|
+            base|large|huge-plus``) or a dict with ``embed_dims``, ``num_layers``,
+            ``num_heads`` (and any switch). Every argument left as ``None`` takes the
+            preset's value (``ARCH_PRESETS``, then ``GEOMETRY_DEFAULTS``).
         img_size: pretraining size; the pos_embed and the RoPE reference grid come from it.
             Inputs at run time may have any size.
-        patch_size: patch side.
+        patch_size: patch side; a checkpoint with another patch is resampled to it when
+            loaded (FlexiViT's rule, timm's ``resample_patch_embed``), as EoMT runs DINOv2 at 16.
         in_channels: image channels.
         out_indices: blocks whose outputs are returned (negative counts from the end).
         embed_dims, num_layers, num_heads, mlp_ratio: override the preset's size.
@@ -74,7 +106,12 @@ class ViT5(BaseModule):
         rms_norm_impl: how RMSNorm is computed: ``'exact'`` (the authors' dtype order, hand
             written), ``'fused'`` (``torch.nn.functional.rms_norm``) or ``'auto'`` (exact on
             CPU, fused on GPUs); equal in float32. See :class:`vit5seg.models.layers.RMSNorm`.
-        use_rope: 2D RoPE on the patch tokens (theta ``rope_theta``).
+        use_rope: 2D RoPE on the patch tokens (theta ``rope_theta``): ``True`` ViT-5's
+            (:class:`~vit5seg.models.layers.SequenceRope`), ``'dinov3'`` DINOv3's
+            (:class:`~vit5seg.models.layers.Dinov3Rope`), ``False`` none.
+        rope_train_rescale: ``'dinov3'`` only: while training, scale the RoPE coordinates by
+            one log-uniform factor in [1/r, r] per step (DINOv3's and transformers'
+            ``rescale_coords``, EoMT's DINOv3 runs); ``0`` turns it off.
         rope_ref_grid: grid the patch positions are squeezed into per axis; ``None``:
             ``img_size // patch_size`` (the authors' rule); ``'integer'``: integer
             positions at the run-time grid (extrapolation); an int or (h, w): that grid.
@@ -84,7 +121,8 @@ class ViT5(BaseModule):
         qk_norm: normalise q and k per head before the rotation.
         layer_scale_init: LayerScale init value; ``0`` removes LayerScale.
         mlp_type: ``'mlp'`` (GELU), ``'swiglu'`` or ``'geglu'`` (gated, 2/3 hidden width).
-        qkv_bias: bias of the qkv projection.
+        qkv_bias: bias of the qkv projection: ``True``, ``False`` or ``'qv'`` (the key bias
+            held at 0, DINOv3's ``mask_k_bias``).
         sandwich_norm: also normalise each branch's output before the residual add
             (Gemma 2/3's post-norms); only for the language-model transplants.
         linear_bias: biases of the attention output projection and the MLP layers
@@ -93,7 +131,11 @@ class ViT5(BaseModule):
             (same rate in every block, as the authors) or ``'linear'`` (0 to the rate).
         final_norm: apply the final norm to the last block's output (and so its tap).
         output_cls_token: each tap is ``[patch_map, cls_token]`` as for mmseg's ViT.
+        abs_pos_embed: a learned position embedding of the patches (DINOv3 has none).
         interpolate_mode: how pos_embed is resized to a new grid.
+        interpolate_offset, interpolate_antialias: DINOv2's resize (Meta's names): offset 0
+            resizes to the output size, offset 0.1 by the scale factors (grid + 0.1) / old
+            grid (Meta's models without registers); antialias as in ``F.interpolate``.
         with_cp: activation checkpointing of every block during training.
         compile: ``torch.compile`` the block stack (``True``, or a dict of
             ``torch.compile`` arguments such as ``dict(mode='max-autotune')``); the
@@ -115,19 +157,20 @@ class ViT5(BaseModule):
 
     def __init__(self,
                  arch: Union[str, dict] = 'vit5-base',
-                 img_size: Union[int, Sequence[int]] = 224,
-                 patch_size: int = 16,
+                 img_size: Union[None, int, Sequence[int]] = None,
+                 patch_size: Optional[int] = None,
                  in_channels: int = 3,
                  out_indices: Union[int, Sequence[int]] = -1,
                  embed_dims: Optional[int] = None,
                  num_layers: Optional[int] = None,
                  num_heads: Optional[int] = None,
-                 mlp_ratio: float = 4.,
+                 mlp_ratio: Optional[float] = None,
                  norm_type: Optional[str] = None,
-                 norm_eps: float = 1e-6,
+                 norm_eps: Optional[float] = None,
                  rms_norm_impl: str = 'auto',
-                 use_rope: Optional[bool] = None,
-                 rope_theta: float = 10000.,
+                 use_rope: Union[None, bool, str] = None,
+                 rope_theta: Optional[float] = None,
+                 rope_train_rescale: Optional[float] = None,
                  rope_ref_grid: Union[None, str, int, Sequence[int]] = None,
                  num_registers: Optional[int] = None,
                  register_rope: Optional[bool] = None,
@@ -135,7 +178,7 @@ class ViT5(BaseModule):
                  qk_norm: Optional[bool] = None,
                  layer_scale_init: Optional[float] = None,
                  mlp_type: Optional[str] = None,
-                 qkv_bias: Optional[bool] = None,
+                 qkv_bias: Union[None, bool, str] = None,
                  sandwich_norm: Optional[bool] = None,
                  linear_bias: Optional[bool] = None,
                  drop_rate: float = 0.,
@@ -144,7 +187,10 @@ class ViT5(BaseModule):
                  drop_path_schedule: str = 'constant',
                  final_norm: bool = True,
                  output_cls_token: bool = False,
+                 abs_pos_embed: Optional[bool] = None,
                  interpolate_mode: str = 'bicubic',
+                 interpolate_offset: Optional[float] = None,
+                 interpolate_antialias: Optional[bool] = None,
                  with_cp: bool = False,
                  compile: Union[bool, dict] = False,
                  frozen_stages: int = -1,
@@ -160,7 +206,11 @@ class ViT5(BaseModule):
                          norm_type=norm_type, use_rope=use_rope, num_registers=num_registers,
                          register_rope=register_rope, qk_norm=qk_norm,
                          layer_scale_init=layer_scale_init, mlp_type=mlp_type, qkv_bias=qkv_bias,
-                         sandwich_norm=sandwich_norm, linear_bias=linear_bias)
+                         sandwich_norm=sandwich_norm, linear_bias=linear_bias, img_size=img_size,
+                         patch_size=patch_size, mlp_ratio=mlp_ratio, norm_eps=norm_eps, rope_theta=rope_theta,
+                         rope_train_rescale=rope_train_rescale, abs_pos_embed=abs_pos_embed,
+                         interpolate_offset=interpolate_offset, interpolate_antialias=interpolate_antialias)
+        patch_size, norm_eps = s['patch_size'], s['norm_eps']
         self.arch = arch if isinstance(arch, str) else 'custom'
         self.settings = s
         self.embed_dims = C = s['embed_dims']
@@ -170,11 +220,13 @@ class ViT5(BaseModule):
             raise ValueError(f'embed_dims={C} is not divisible by num_heads={self.num_heads}')
         self.num_registers = s['num_registers']
         self.patch_size = patch_size
-        self.img_size = _pair(img_size)
+        self.img_size = _pair(s['img_size'])
         self.patch_grid = (self.img_size[0] // patch_size, self.img_size[1] // patch_size)
         self.final_norm = final_norm
         self.output_cls_token = output_cls_token
         self.interpolate_mode = interpolate_mode
+        self.interpolate_offset = s['interpolate_offset']
+        self.interpolate_antialias = s['interpolate_antialias']
         self.with_cp = with_cp
         if not isinstance(compile, (bool, dict)):
             raise ValueError(f'compile must be a bool or a dict of torch.compile arguments, got {compile!r}')
@@ -191,31 +243,30 @@ class ViT5(BaseModule):
         self.patch_embed = PatchEmbed(img_size=self.img_size, patch_size=patch_size, in_chans=in_channels,
                                       embed_dim=C, output_fmt='NHWC', strict_img_size=False,
                                       dynamic_img_pad=True)
-        # Absolute positions for the patches only; cls and registers get none.
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_grid[0] * self.patch_grid[1], C))
+        # Absolute positions for the patches only; cls and registers get none (a checkpoint's
+        # cls position, as DINOv2's, is added to cls_token once when it is converted).
+        self.pos_embed = (nn.Parameter(torch.zeros(1, self.patch_grid[0] * self.patch_grid[1], C))
+                          if s['abs_pos_embed'] else None)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
         self.reg_token = nn.Parameter(torch.zeros(1, self.num_registers, C)) if self.num_registers else None
         self.pos_drop = nn.Dropout(drop_rate)
 
-        if s['use_rope']:
-            if rope_ref_grid is None:
-                ref_grid = self.patch_grid
-            elif rope_ref_grid == 'integer':
-                ref_grid = None
-            else:
-                ref_grid = _pair(rope_ref_grid)
-            self.rope = SequenceRope(C // self.num_heads, theta=rope_theta, ref_grid=ref_grid,
-                                     num_registers=self.num_registers, register_rope=s['register_rope'],
-                                     register_theta=register_rope_theta)
+        if rope_ref_grid is None:
+            ref_grid = self.patch_grid
+        elif rope_ref_grid == 'integer':
+            ref_grid = None
         else:
-            self.rope = None
+            ref_grid = _pair(rope_ref_grid)
+        self.rope = build_rope(s['use_rope'], C // self.num_heads, theta=s['rope_theta'], ref_grid=ref_grid,
+                               num_registers=self.num_registers, register_rope=s['register_rope'],
+                               register_theta=register_rope_theta, train_rescale=s['rope_train_rescale'])
 
         if drop_path_schedule == 'constant':
             dpr = [drop_path_rate] * depth
         else:
             dpr = [x.item() for x in torch.linspace(0, drop_path_rate, depth)]
         self.blocks = nn.ModuleList([
-            Block(C, self.num_heads, mlp_ratio=mlp_ratio, mlp_type=s['mlp_type'], qkv_bias=s['qkv_bias'],
+            Block(C, self.num_heads, mlp_ratio=s['mlp_ratio'], mlp_type=s['mlp_type'], qkv_bias=s['qkv_bias'],
                   qk_norm=s['qk_norm'], norm_type=s['norm_type'], norm_eps=norm_eps,
                   layer_scale_init=s['layer_scale_init'], sandwich_norm=s['sandwich_norm'],
                   linear_bias=s['linear_bias'], drop=drop_rate, attn_drop=attn_drop_rate,
@@ -246,7 +297,8 @@ class ViT5(BaseModule):
         return tuple(result)
 
     def _init_default_weights(self):
-        trunc_normal_(self.pos_embed, std=.02)
+        if self.pos_embed is not None:
+            trunc_normal_(self.pos_embed, std=.02)
         trunc_normal_(self.cls_token, std=.02)
         if self.reg_token is not None:
             trunc_normal_(self.reg_token, std=.02)
@@ -287,11 +339,9 @@ class ViT5(BaseModule):
         return self
 
     def resized_pos_embed(self, grid: Tuple[int, int]) -> torch.Tensor:
-        """pos_embed at another patch grid: resized as a (C, h, w) image (bicubic,
-        align_corners=False, no antialias), unchanged at the pretraining grid."""
-        return resample_abs_pos_embed(self.pos_embed, new_size=list(grid), old_size=list(self.patch_grid),
-                                      num_prefix_tokens=0, interpolation=self.interpolate_mode,
-                                      antialias=False)
+        """pos_embed (1, h*w, C) at another patch grid, unchanged at the pretraining grid."""
+        return resize_pos_embed(self.pos_embed, self.patch_grid, grid, mode=self.interpolate_mode,
+                                offset=self.interpolate_offset, antialias=self.interpolate_antialias)
 
     def embed(self, x: torch.Tensor, real_rope: bool = False):
         """Image (B, 3, H, W) -> tokens (B, 1 + h*w + R, C), patch grid (h, w), RoPE table
@@ -304,7 +354,9 @@ class ViT5(BaseModule):
                              f'scale must be at least {self.patch_size}')
         x = self.patch_embed(x)                        # (B, h, w, C), padded to multiples of 16
         h, w = x.shape[1:3]
-        x = x.flatten(1, 2) + self.resized_pos_embed((h, w))   # (B, h*w, C)
+        x = x.flatten(1, 2)                            # (B, h*w, C)
+        if self.pos_embed is not None:
+            x = x + self.resized_pos_embed((h, w))
         tokens = [self.cls_token.expand(B, -1, -1), x]
         if self.reg_token is not None:
             tokens.append(self.reg_token.expand(B, -1, -1))

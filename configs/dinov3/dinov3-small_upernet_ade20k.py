@@ -1,0 +1,8 @@
+# DINOv3-Small in the ViT-5 / DeiT-III UperNet protocol, its backbone swapped, for the four-family table
+# (docs/reproduce.md). Meta's weights are gated: request them (docs/checkpoints.md), then put the file at the
+# path below or give it: --cfg-options model.backbone.init_cfg.checkpoint=PATH_OR_URL
+_base_ = ['../vit5/vit5-small_upernet_ade20k.py']
+model = dict(
+    backbone=dict(arch='dinov3-small',
+                  out_indices=(2, 5, 8, 11),  # DINOv3's dense taps, FOUR_EVEN_INTERVALS (dinov3/eval/segmentation)
+                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/dinov3_vits16_pretrain_lvd1689m-08c60483.pth')))

@@ -1,0 +1,125 @@
+"""EoMT's published models in mmseg (issue #39): a release file made here from random weights
+with upstream's key names (the Lightning module's ``network.*``), converted by
+tools/convert_checkpoint.py, loaded by mmseg's ``init_model`` from the shipped config, must
+predict as the independent reference EoMT (tests/reference_eomt.py) on the same weights.
+
+The DINOv2 release is full weights (timm's DINOv2 at patch 16); the DINOv3 one is a delta
+to transformers' DINOv3, which ``--delta-to`` adds to the user's pretrained file.
+"""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+
+from conftest import REPO
+from reference_eomt import RefDinoV2, RefDinoV3, RefEoMT
+from vit5seg.apis import inference_model, init_model
+from vit5seg.models.convert import convert_file
+
+DIM, DEPTH, HEADS, QUERIES, MASKED = 64, 3, 2, 8, 2
+DINOV3_DIM = 128   # 2 heads of 64 channels, as every DINOv3 (the converter's default without --arch)
+IMAGE = (80, 112)
+MEAN, STD = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])   # EoMT's models/vit.py
+
+
+def randomize(module, seed, scale=0.1):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g))
+    return module
+
+
+def release(ref: RefEoMT, backbone_sd: dict) -> dict:
+    """The Lightning module's state dict as EoMT saves it."""
+    sd = {f'network.encoder.backbone.{k}': v for k, v in backbone_sd.items()}
+    sd.update({f'network.{k}': v for k, v in ref.state_dict().items() if not k.startswith('backbone.')})
+    sd['network.encoder.pixel_mean'], sd['network.encoder.pixel_std'] = MEAN.view(1, 3, 1, 1), STD.view(1, 3, 1, 1)
+    sd['network.attn_mask_probs'] = torch.ones(MASKED)
+    sd['criterion.empty_weight'] = torch.ones(151)
+    return sd
+
+
+def small_config(name: str, dim: int = DIM) -> Config:
+    """The shipped config at a CPU size: its switches and head, narrower and shallower."""
+    cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / name))
+    cfg.model.backbone.update(embed_dims=dim, num_layers=DEPTH, num_heads=HEADS, init_cfg=None)
+    if 'dinov2' in name:  # upstream's timm model runs at its img_size only: the test image's
+        cfg.model.backbone.img_size = IMAGE
+    cfg.model.decode_head.update(in_channels=dim, num_queries=QUERIES, num_blocks=MASKED)
+    cfg.model.test_cfg = dict(mode='whole')
+    cfg.test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackSegInputs')]   # the image as it is
+    return cfg
+
+
+def upstream_semantic(ref: RefEoMT, img_bgr: np.ndarray) -> torch.Tensor:
+    """EoMT's evaluation input: RGB / 255, ImageNet-normalised; per-pixel class scores."""
+    x = torch.from_numpy(img_bgr[..., ::-1].copy()).permute(2, 0, 1)[None].float() / 255
+    with torch.no_grad():
+        return ref.semantic((x - MEAN.view(1, 3, 1, 1)) / STD.view(1, 3, 1, 1))[0]
+
+
+def predicts_as_upstream(cfg, checkpoint, ref):
+    model = init_model(cfg, str(checkpoint), device='cpu')
+    img = np.random.default_rng(0).integers(0, 256, (*IMAGE, 3), dtype=np.uint8)
+    result = inference_model(model, img)
+    expected = upstream_semantic(ref, img)
+    torch.testing.assert_close(result.seg_logits.data, expected, atol=2e-5, rtol=1e-4)
+    assert torch.equal(result.pred_sem_seg.data[0], expected.argmax(0))
+
+
+def test_dinov2_release_converts_and_predicts_as_upstream(tmp_path):
+    backbone = randomize(RefDinoV2(DIM, DEPTH, HEADS, img_size=IMAGE), 1)
+    ref = randomize(RefEoMT(backbone, DIM, DEPTH, num_classes=150, num_q=QUERIES, num_blocks=MASKED), 2).eval()
+    torch.save(release(ref, backbone.vit.state_dict()), tmp_path / 'pytorch_model.bin')
+    layout = convert_file(tmp_path / 'pytorch_model.bin', tmp_path / 'converted.pth')
+    assert layout == 'eomt-release, backbone dinov2-timm'
+    predicts_as_upstream(small_config('dinov2-large_eomt_ade20k.py'), tmp_path / 'converted.pth', ref)
+
+
+def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream(tmp_path):
+    transformers = pytest.importorskip('transformers')
+    config = transformers.DINOv3ViTConfig(hidden_size=DINOV3_DIM, intermediate_size=4 * DINOV3_DIM, num_hidden_layers=DEPTH,
+                                          num_attention_heads=HEADS, patch_size=16, num_register_tokens=4,
+                                          rope_theta=100.0, layer_norm_eps=1e-5)
+    pretrained = randomize(transformers.DINOv3ViTModel(config), 1).eval()
+    finetuned = randomize(transformers.DINOv3ViTModel(config), 1)
+    finetuned.load_state_dict(pretrained.state_dict())
+    randomize(finetuned, 3, scale=0.02).eval()   # fine-tuning moves the weights a little
+    ref = randomize(RefEoMT(RefDinoV3(finetuned, HEADS), DINOV3_DIM, DEPTH, num_classes=150, num_q=QUERIES,
+                            num_blocks=MASKED), 2).eval()
+    # EoMT's transformers_to_timm: embeddings -> patch_embed, the layer list -> blocks, no mask_token;
+    # the delta file: fine-tuned - pretrained for the encoder, the head as it is
+    base = pretrained.state_dict()
+    delta = {}
+    for key, value in finetuned.state_dict().items():
+        if key.endswith('mask_token'):
+            continue
+        name = key.replace('embeddings.', 'patch_embed.', 1).replace('model.layer.', 'blocks.', 1)
+        delta[name] = value - base[key]
+    torch.save(release(ref, delta), tmp_path / 'pytorch_model.bin')
+    from safetensors.torch import save_file
+    save_file({k: v.contiguous() for k, v in base.items()}, str(tmp_path / 'dinov3.safetensors'))
+
+    out = tmp_path / 'converted.pth'
+    tool = [sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), str(tmp_path / 'pytorch_model.bin'),
+            str(out)]
+    refused = subprocess.run(tool, capture_output=True, text=True)     # a delta alone is no model
+    assert refused.returncode == 1 and 'delta release' in refused.stderr and '--delta-to' in refused.stderr
+    assert not out.exists()
+    done = subprocess.run(tool + ['--delta-to', str(tmp_path / 'dinov3.safetensors')], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert 'eomt-release, backbone dinov3-hf' in done.stdout and 'dinov3-hf' in done.stdout.split('+')[-1]
+    predicts_as_upstream(small_config('dinov3-large_eomt_ade20k.py', DINOV3_DIM), out, ref)
+
+
+def test_an_unknown_layout_is_one_error_listing_the_known_ones_and_nothing_is_written(tmp_path):
+    torch.save({'encoder.layers.0.weight': torch.zeros(2, 2)}, tmp_path / 'other.pth')
+    done = subprocess.run([sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), str(tmp_path / 'other.pth'),
+                           str(tmp_path / 'out.pth')], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.count('\n') == 1 and 'eomt-release' in done.stderr and 'dinov3-hf' in done.stderr
+    assert not (tmp_path / 'out.pth').exists()

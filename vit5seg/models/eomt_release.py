@@ -1,0 +1,80 @@
+"""EoMT's published models (tue-mps/eomt, model_zoo/*.md) as this package's segmentor
+checkpoints, which ``configs/eomt/dinov{2,3}-large_eomt_ade20k.py`` load with mmseg's
+``init_model``.
+
+A release is the Lightning module's state dict: ``network.encoder.backbone.*`` (timm's
+DINOv2, or transformers' DINOv3 renamed by EoMT's ``transformers_to_timm``), the head
+(``network.q``, ``class_head``, ``mask_head``, ``upscale``), and buffers this package keeps
+elsewhere or recomputes (pixel mean/std in the data preprocessor, the annealing
+probabilities, the criterion's class weights). The DINOv3 release is a delta: EoMT's
+``delta_weights`` mode adds it to the user's pretrained weights for the encoder keys and
+to zero elsewhere, so the head's values are in the file and only the backbone needs a base.
+"""
+import re
+from typing import Optional, Tuple
+
+import torch
+
+from .checkpoint import CheckpointError, StateDict, convert_state_dict
+
+BACKBONE_PREFIX = 'network.encoder.backbone.'
+_HEAD_RENAMES = [
+    (r'^network\.q\.weight$', 'decode_head.queries.weight'),
+    (r'^network\.class_head\.', 'decode_head.class_head.'),
+    (r'^network\.mask_head\.', 'decode_head.mask_mlp.'),
+    (r'^network\.upscale\.(\d+)\.conv1\.', r'decode_head.upscale.\1.up.'),
+    (r'^network\.upscale\.(\d+)\.conv2\.', r'decode_head.upscale.\1.dw.'),
+    (r'^network\.upscale\.(\d+)\.norm\.', r'decode_head.upscale.\1.norm.'),
+]
+# ImageNet mean/std on [0, 1] (the data preprocessor's, x 255), the annealing state, the loss weights
+_DROPPED = re.compile(r'^(network\.encoder\.pixel_(mean|std)|network\.attn_mask_probs|criterion\.)')
+# A trained backbone's LayerNorm weights are of order 1; a fine-tuning delta's near 0.
+_DELTA_NORM_LEVEL = 0.25
+
+
+def is_eomt_release(sd: StateDict) -> bool:
+    return any(k.startswith('network.') for k in sd)
+
+
+def looks_like_delta(backbone: StateDict) -> bool:
+    norms = [v.abs().mean() for k, v in backbone.items() if re.search(r'norm1?\.weight$', k) and v.dim() == 1]
+    return bool(norms) and float(torch.stack(norms).median()) < _DELTA_NORM_LEVEL
+
+
+def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None,
+                         num_heads: Optional[int] = None) -> Tuple[StateDict, str]:
+    """A release state dict -> (segmentor state dict with ``backbone.`` and ``decode_head.``
+    keys, the backbone's source layout). ``base``: the converted pretrained backbone the
+    delta release is added to (``--delta-to``)."""
+    backbone = {k[len(BACKBONE_PREFIX):]: v for k, v in sd.items() if k.startswith(BACKBONE_PREFIX)}
+    if not backbone:
+        raise CheckpointError(f'an EoMT release without {BACKBONE_PREFIX}* keys')
+    if base is None and looks_like_delta(backbone):
+        raise CheckpointError('the backbone\'s LayerNorm weights are near 0: this is a delta release (EoMT\'s '
+                              'DINOv3 models); give the pretrained DINOv3 weights it was trained from with '
+                              '--delta-to BASE')
+    converted, layout = convert_state_dict(backbone, num_heads=num_heads)
+    if base is not None:
+        if set(base) != set(converted):
+            raise CheckpointError(f'the delta and --delta-to BASE hold different backbone keys: only in the delta '
+                                  f'{sorted(set(converted) - set(base))[:6]}, only in BASE '
+                                  f'{sorted(set(base) - set(converted))[:6]}')
+        shapes = [k for k in base if base[k].shape != converted[k].shape]
+        if shapes:
+            raise CheckpointError(f'--delta-to BASE is another model than the delta\'s: shapes differ at {shapes[:6]}')
+        # EoMT's _add_state_dicts: pretrained + delta, in float32 as the checkpoints
+        converted = {k: base[k] + v for k, v in converted.items()}
+    out = {f'backbone.{k}': v for k, v in converted.items()}
+    unknown = []
+    for key, value in sd.items():
+        if key.startswith(BACKBONE_PREFIX) or _DROPPED.match(key):
+            continue
+        for pattern, repl in _HEAD_RENAMES:
+            if re.match(pattern, key):
+                out[re.sub(pattern, repl, key)] = value
+                break
+        else:
+            unknown.append(key)
+    if unknown:
+        raise CheckpointError(f'EoMT release keys this converter does not know: {unknown[:8]}')
+    return out, layout
