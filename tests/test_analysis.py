@@ -126,3 +126,39 @@ def test_compare_rows_paper_delta_tolerance_and_unfinished(tmp_path):
     run = read_result(tmp_path / 'run')
     assert (run.family, run.size) == ('ViT-5', 'small (embed_dims=64, num_layers=4, num_heads=2)')
     assert run.status == 'unfinished (iteration 10 of 300, no metrics yet)'
+
+
+def test_compare_puts_the_four_families_in_one_table(tmp_path):
+    """Issue #39: DINOv2 and DINOv3 runs pair with ViT-5 by size (DINOv2's registers are no size)
+    and get their own table and deltas; the ViT-5 vs DeiT-III table stays as it is."""
+    from mmengine.config import Config
+    from scipy import stats
+
+    from vit5seg.analysis.compare import compare, to_markdown
+    from vit5seg.analysis.runs import RunResult, read_result
+    vit5, dinov2 = [52.0, 53.0], [54.5, 55.5, 55.0]
+    runs = [RunResult(f'v{i}', 'ViT-5', 'base', single={'mIoU': m}, training=f'v{i}', seed=i) for i, m in enumerate(vit5)]
+    runs += [RunResult(f'd{i}', 'DINOv2', 'base', single={'mIoU': m}, training=f'd{i}', seed=i)
+             for i, m in enumerate(dinov2)]
+    runs += [RunResult('deit', 'DeiT-III', 'base', single={'mIoU': 49.3}),
+             RunResult('d3', 'DINOv3', 'base', single={'mIoU': 56.0})]
+    row, = compare(runs, tolerance=1.0)
+    assert row['ViT-5 - DINOv2 mIoU (ss)'] == round(sum(vit5) / 2 - sum(dinov2) / 3, 2)
+    welch = stats.ttest_ind(vit5, dinov2, equal_var=False).confidence_interval(0.95)
+    interval = row['_interval vs DINOv2 (ss)']
+    assert (interval.low, interval.high) == pytest.approx((welch.low, welch.high), abs=1e-6)
+    assert row['ViT-5 - DINOv3 mIoU (ss)'] == -3.5 and row['delta mIoU (ss)'] == 3.2
+    md = to_markdown([row], runs, 1.0)
+    assert '| size | ViT-5 | DeiT-III | DINOv2 | DINOv3 | ViT-5 - DINOv2 | ViT-5 - DINOv3 |' in md
+    assert f'| base | 52.50 ± 0.71 (2) | 49.30 (1) | 55.00 ± 0.50 (3) | 56.00 (1) | -2.50 [{welch.low:+.2f}, ' in md
+    assert '- base, DINOv3: ok' in md
+    # only ViT-5 and DeiT-III: no four-family table, no DINO lines
+    plain = to_markdown(compare(runs[:2] + runs[5:6], 1.0), runs[:2] + runs[5:6], 1.0)
+    assert 'four families' not in plain and 'DINOv2' not in plain
+    # a DINOv2 twin's run pairs with the ViT-5 twin's size
+    launch = tmp_path / 'run' / '20260101_000000' / 'vis_data'
+    launch.mkdir(parents=True)
+    Config.fromfile(str(REPO / 'configs' / 'tiny' / 'dinov2_upernet_synthetic.py')).dump(str(launch / 'config.py'))
+    (launch / 'scalars.json').write_text(json.dumps({'loss': 3.0, 'iter': 10, 'step': 10}) + '\n')
+    run = read_result(tmp_path / 'run')
+    assert (run.family, run.size) == ('DINOv2', 'small (embed_dims=64, num_layers=4, num_heads=2)')

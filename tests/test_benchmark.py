@@ -93,9 +93,14 @@ def test_amp_configs():
 def test_segmentor_timings_give_train_inference_and_memory_figures():
     from vit5seg.benchmark import segmentor_timings, upernet_model_cfg
     from vit5seg.models.segmentor import build_segmentor
+    from vit5seg.models.backbones.vit5 import ARCH_PRESETS
     arch = {'embed_dims': 32, 'num_layers': 4, 'num_heads': 2}
+    dinov3 = dict(ARCH_PRESETS['dinov3-small'], **arch)   # DINOv3's EoMT beside ViT-5's (issue #39)
     result = segmentor_timings(arch, crop=64, batch=2, device='cpu', warmup=0, repeats=1, slide_shape=(64, 128),
-                               amp='bf16')
+                               amp='bf16', dinov3_peer=dinov3)
+    assert result['eomt_dinov3_whole_images_s'] > 0 and result['eomt_dinov3_train_step_s'] > 0
+    assert result['eomt_vs_dinov3_whole'] == pytest.approx(result['eomt_whole_images_s']
+                                                           / result['eomt_dinov3_whole_images_s'])
     for key in ('segmentor_train_step_s', 'segmentor_train_step_amp_s', 'amp_train_speedup',
                 'slide_inference_2048x512_s', 'slide_bf16_s', 'whole_images_s', 'whole_bf16_images_s',
                 'bf16_whole_speedup', 'bf16_slide_speedup'):

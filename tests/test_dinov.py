@@ -47,6 +47,14 @@ def image(h, w, seed=1):
     return torch.randn(1, 3, h, w, generator=torch.Generator().manual_seed(seed))
 
 
+def timm_model(name, **kwargs):
+    """timm's model, randomly initialised; skipped where this timm predates it (the second
+    environment's timm 0.9.16 has DINOv2 but no DINOv3: transformers' tests cover it there)."""
+    if name not in timm.list_models(name):
+        pytest.skip(f'timm {timm.__version__} has no {name}')
+    return timm.create_model(name, pretrained=False, **kwargs)
+
+
 def timm_tokens(model, img):
     with torch.no_grad():
         return model.forward_features(img)[:, model.num_prefix_tokens:]
@@ -178,7 +186,7 @@ def meta_dinov3_state(timm_model):
                                             ('dinov3-small-plus', 'vit_small_plus_patch16_dinov3_qkvb')])
 @pytest.mark.parametrize('layout', ['dinov3-timm', 'dinov3-meta'])
 def test_dinov3_equals_timm_at_two_sizes(arch, timm_name, layout, tmp_path):
-    ref = randomized(timm.create_model(timm_name, pretrained=False))
+    ref = randomized(timm_model(timm_name))
     sd = ref.state_dict() if layout == 'dinov3-timm' else meta_dinov3_state(ref)
     if layout == 'dinov3-meta':  # timm's own reading of Meta's keys
         ref.load_state_dict(timm.models.eva.checkpoint_filter_fn(dict(sd), ref))
@@ -189,7 +197,7 @@ def test_dinov3_equals_timm_at_two_sizes(arch, timm_name, layout, tmp_path):
 
 
 def test_dinov3_timm_without_qkv_bias_loads_with_a_zero_bias(tmp_path):
-    ref = randomized(timm.create_model('vit_small_patch16_dinov3', pretrained=False))
+    ref = randomized(timm_model('vit_small_patch16_dinov3'))
     model, detected = ours('dinov3-small', ref.state_dict(), tmp_path)
     assert detected == 'dinov3-timm'
     assert not model.blocks[0].attn.qkv.bias.any()
@@ -234,23 +242,62 @@ def hf_patch_tokens(model, img, prefix):
         return model(pixel_values=img).last_hidden_state[:, prefix:]
 
 
-def test_dinov3_of_transformers_equals_its_model(tmp_path):
+@pytest.mark.parametrize('arch,mlp', [('dinov3-small', dict(intermediate_size=1536)),
+                                      ('dinov3-small-plus', dict(intermediate_size=1536, use_gated_mlp=True,
+                                                                 hidden_act='silu'))])
+def test_dinov3_of_transformers_equals_its_model(arch, mlp, tmp_path):
     transformers = pytest.importorskip('transformers')
-    config = transformers.DINOv3ViTConfig(hidden_size=384, intermediate_size=1536, num_hidden_layers=12,
-                                          num_attention_heads=6, patch_size=16, num_register_tokens=4,
-                                          layerscale_value=1e-5, rope_theta=100.0, layer_norm_eps=1e-5)
+    config = transformers.DINOv3ViTConfig(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, patch_size=16,
+                                          num_register_tokens=4, layerscale_value=1e-5, rope_theta=100.0,
+                                          layer_norm_eps=1e-5, **mlp)
     ref = randomized(transformers.DINOv3ViTModel(config))
     from safetensors.torch import save_file
     save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, str(tmp_path / 'model.safetensors'))
-    model = ViT5(arch='dinov3-small').eval()
+    model = ViT5(arch=arch).eval()
     assert load_pretrained(model, str(tmp_path / 'model.safetensors')) == 'dinov3-hf'
     for h, w in ((224, 288), (256, 256)):
         torch.testing.assert_close(patch_tokens(model, image(h, w)), hf_patch_tokens(ref, image(h, w), 5), **TOL)
     # transformers 4.x keys (layer.N), which EoMT pins; 5.x wraps them in model.
     old = {k[len('model.'):] if k.startswith('model.') else k: v for k, v in ref.state_dict().items()}
-    model4, layout = ours('dinov3-small', old, tmp_path, name='v4.pth')
+    model4, layout = ours(arch, old, tmp_path, name='v4.pth')
     assert layout == 'dinov3-hf'
     torch.testing.assert_close(patch_tokens(model4, image(224, 288)), hf_patch_tokens(ref, image(224, 288), 5), **TOL)
+
+
+def test_dinov2_giant_swiglu_of_transformers_equals_its_model(tmp_path):
+    """ViT-g's SwiGLU FFN as transformers' Dinov2 holds it, on a narrow 2-block twin."""
+    transformers = pytest.importorskip('transformers')
+    config = transformers.Dinov2Config(hidden_size=96, num_hidden_layers=2, num_attention_heads=2, patch_size=14,
+                                       image_size=70, layerscale_value=1.0, use_swiglu_ffn=True)
+    ref = randomized(transformers.Dinov2Model(config))
+    arch = dict(ARCH_PRESETS['dinov2-giant'], embed_dims=96, num_layers=2, num_heads=2)
+    model, layout = ours(arch, ref.state_dict(), tmp_path, img_size=70)
+    assert layout == 'dinov2-hf'
+    expected = hf_patch_tokens(ref, image(70, 70), 1)
+    torch.testing.assert_close(patch_tokens(model, image(70, 70)), expected, **TOL)
+    # the hub's files carry transformers 4.x names (attention.attention.query, mlp.weights_in / weights_out);
+    # transformers 5 reads them through its own conversion mapping, the reference for them
+    v4 = {}
+    for key, value in ref.state_dict().items():
+        for new, old in (('attention.q_proj', 'attention.attention.query'), ('attention.k_proj', 'attention.attention.key'),
+                         ('attention.v_proj', 'attention.attention.value'), ('attention.o_proj', 'attention.output.dense'),
+                         ('mlp.down_proj', 'mlp.weights_out')):
+            key = key.replace(new, old)
+        if '.mlp.up_proj.' in key:
+            continue
+        if '.mlp.gate_proj.' in key:
+            value = torch.cat([value, ref.state_dict()[key.replace('gate_proj', 'up_proj')]])
+            key = key.replace('gate_proj', 'weights_in')
+        v4[key] = value.contiguous()
+    folder = tmp_path / 'hf4'
+    config.save_pretrained(folder)
+    from safetensors.torch import save_file
+    save_file(v4, str(folder / 'model.safetensors'))
+    reread = transformers.Dinov2Model.from_pretrained(folder).eval()
+    torch.testing.assert_close(hf_patch_tokens(reread, image(70, 70), 1), expected, **TOL)
+    model4, layout = ours(arch, v4, tmp_path, name='v4.pth', img_size=70)
+    assert layout == 'dinov2-hf'
+    torch.testing.assert_close(patch_tokens(model4, image(70, 70)), expected, **TOL)
 
 
 def test_dinov2_of_transformers_equals_its_model(tmp_path):
@@ -281,8 +328,33 @@ def test_presets_build_with_the_published_sizes():
 
 
 def test_a_dinov3_checkpoint_of_another_rope_base_is_refused(tmp_path):
-    ref = timm.create_model('vit_small_patch16_dinov3_qkvb', pretrained=False, depth=1)
+    ref = timm_model('vit_small_patch16_dinov3_qkvb', depth=1)
     sd = meta_dinov3_state(ref)
     sd['rope_embed.periods'] = 10000 ** (2 * torch.arange(16, dtype=torch.float32) / 32)
     with pytest.raises(CheckpointError, match='rope_embed.periods does not match RoPE theta=100'):
         ours('dinov3-small', sd, tmp_path, num_layers=1)
+
+
+def test_dinov3_key_bias_is_held_at_zero_even_when_trained():
+    """DINOv3's mask_k_bias: whatever the key bias parameter holds (training moves it: with RoPE
+    it is no constant shift of the scores), the model computes with it at zero."""
+    model = randomized(ViT5(arch='dinov3-small', num_layers=2))
+    img = image(64, 80)
+    before = patch_tokens(model, img)
+    with torch.no_grad():
+        for blk in model.blocks:
+            C = blk.attn.qkv.weight.shape[1]
+            blk.attn.qkv.bias[C:2 * C] = torch.randn(C)
+    torch.testing.assert_close(patch_tokens(model, img), before, atol=0, rtol=0)
+    bias = model.blocks[0].attn.qkv.bias
+    model.train()(img)[0].sum().backward()
+    C = bias.shape[0] // 3
+    assert not bias.grad[C:2 * C].any() and bias.grad[:C].any()
+
+
+def test_a_missing_dinov3_file_says_where_to_get_it_when_loaded_not_when_built(tmp_path):
+    missing = tmp_path / 'checkpoints' / 'dinov3_vits16_pretrain_lvd1689m-08c60483.pth'
+    model = ViT5(arch='dinov3-small', num_layers=1, init_cfg=dict(type='Pretrained', checkpoint=str(missing)))
+    with pytest.raises(CheckpointError, match='gated by the DINOv3 licence: request it at https://ai.meta.com/') as e:
+        model.init_weights()
+    assert 'model.backbone.init_cfg.checkpoint=' in str(e.value) and isinstance(e.value, FileNotFoundError)

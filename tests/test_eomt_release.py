@@ -46,7 +46,8 @@ def release(ref: RefEoMT, backbone_sd: dict) -> dict:
 def small_config(name: str, dim: int = DIM) -> Config:
     """The shipped config at a CPU size: its switches and head, narrower and shallower."""
     cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / name))
-    cfg.model.backbone.update(embed_dims=dim, num_layers=DEPTH, num_heads=HEADS, init_cfg=None)
+    # init_cfg kept: init_model loads the converted file only (no DINOv3 file, no download)
+    cfg.model.backbone.update(embed_dims=dim, num_layers=DEPTH, num_heads=HEADS)
     if 'dinov2' in name:  # upstream's timm model runs at its img_size only: the test image's
         cfg.model.backbone.img_size = IMAGE
     cfg.model.decode_head.update(in_channels=dim, num_queries=QUERIES, num_blocks=MASKED)

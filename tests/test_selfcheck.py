@@ -173,6 +173,16 @@ def test_schedule_estimate_line():
 
 
 @pytest.mark.slow
+def test_eomt_figures_put_dinov3_beside_vit5():
+    """Issue #39: DINOv3-L EoMT beside ViT-5-L on a GPU, the S sizes on a CPU."""
+    from mmengine.config import Config
+    assert {'vit5-large-eomt', 'dinov3-large-eomt'} <= set(figures.EOMT_CONFIGS)
+    assert set(figures.CPU_EOMT_CONFIGS) == {'vit5-small-eomt', 'dinov3-small-eomt'}
+    for name, path in {**figures.EOMT_CONFIGS, **figures.CPU_EOMT_CONFIGS}.items():
+        assert path.is_file() and Config.fromfile(str(path)).model.backbone.arch == name[:-len('-eomt')]
+    assert '137 images/s' in figures.EOMT_ANCHOR
+
+
 def test_eomt_figures_eager_and_compiled_at_batch_1_and_8(tmp_path):
     """Two configs in one process (S, B and L on a GPU): each compiled row compiled its own
     graphs. Without dynamo's reset per config the second one reached the recompile limit of

@@ -321,6 +321,12 @@ def upernet_model_cfg(arch):
     return cfg.model
 
 
+# EoMT's best published backbone, timed beside a ViT-5 of its size (issue #39); the anchor of its
+# zoo: DINOv3-L EoMT at 512, 137 images/s compiled on one H100 (tue-mps/eomt model_zoo/dinov3.md).
+DINOV3_PEERS = {'vit5-small': 'dinov3-small', 'vit5-base': 'dinov3-base', 'vit5-large': 'dinov3-large'}
+EOMT_DINOV3_L_H100_IMAGES_S = 137
+
+
 def eomt_model_cfg(arch):
     """The EoMT config's model dict with this backbone (width and masked blocks adapted:
     3 for 12 blocks as EoMT's S/B recipes, 4 for deeper backbones as its ViT-L)."""
@@ -371,12 +377,13 @@ def _cpu_segmentor_memory_probe(model_cfg, crop, batch, amp) -> float:
 
 
 def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(512, 2048), amp=None,
-                      memory=True) -> dict:
+                      memory=True, dinov3_peer=None) -> dict:
     """The entry config's UperNet with this backbone: one train step in float32 (and under
     ``amp`` autocast); sliding-window inference of one 2048x512 image and whole-image
     inference of one crop, in float32 and under bf16 autocast; whole-image inference with
     ONNX Runtime (CPU, with the deploy extra); EoMT's train step and whole-image inference
-    with the same backbone beside them. All interleaved in one process; then the peak
+    with the same backbone beside them, and EoMT on ``dinov3_peer`` (default: the DINOv3 of
+    a ViT-5 preset's size, ``DINOV3_PEERS``). All interleaved in one process; then the peak
     memory of the train steps (``memory``)."""
     from mmengine.config import ConfigDict
     model_cfg = upernet_model_cfg(arch)
@@ -389,6 +396,8 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
     eomt_cfg = eomt_model_cfg(arch)
     eomt = build_segmentor(eomt_cfg, device)
     eomt_timed = SegmentorSteps(eomt, crop, batch, device, slide_shape=(crop, crop), window=crop)
+    dinov3_peer = dinov3_peer or (DINOV3_PEERS.get(arch) if isinstance(arch, str) else None)
+    dinov3_eomt = None if dinov3_peer is None else build_segmentor(eomt_model_cfg(dinov3_peer), device)
 
     # whole-image inference of one raw (BGR, 0-255) image, as the ONNX graph computes it
     from .deploy.export import OnnxSegmentor
@@ -417,6 +426,10 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
     steps = {'train': timed.train(), 'slide': timed.slide(), 'slide_bf16': timed.slide(lambda: bf16),
              'whole': whole(), 'whole_bf16': whole(lambda: bf16),
              'eomt_train': eomt_train(1.0), 'eomt_train_p0': eomt_train(0.0), 'eomt_whole': whole(segmentor=eomt)}
+    if dinov3_eomt is not None:
+        steps['eomt_dinov3_whole'] = whole(segmentor=dinov3_eomt)
+        steps['eomt_dinov3_train'] = SegmentorSteps(dinov3_eomt, crop, batch, device, slide_shape=(crop, crop),
+                                                    window=crop).train()
     if amp:
         steps['train_amp'] = timed.train(AMP_DTYPES[amp])
     session = _onnx_session(model, crop) if kind == 'cpu' else None
@@ -440,6 +453,13 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
                             'eomt_train_p0_speedup': ('train', 'eomt_train_p0'),
                             'eomt_whole_speedup': ('whole', 'eomt_whole')}.items():
         result[f'{key}_quartiles'] = quartiles([a / b for a, b in zip(times[num], times[den])])
+    if dinov3_eomt is not None:
+        result.update(eomt_dinov3_whole_images_s=1 / med['eomt_dinov3_whole'],
+                      eomt_dinov3_train_step_s=med['eomt_dinov3_train'],
+                      eomt_vs_dinov3_whole=med['eomt_dinov3_whole'] / med['eomt_whole'],
+                      eomt_dinov3_arch=dinov3_peer)
+        result['eomt_vs_dinov3_whole_quartiles'] = quartiles([a / b for a, b in zip(times['eomt_dinov3_whole'],
+                                                                                    times['eomt_whole'])])
     if amp:
         result.update(segmentor_train_step_amp_s=med['train_amp'], amp_train_speedup=med['train'] / med['train_amp'],
                       amp_train_speedup_quartiles=quartiles([a / b for a, b in zip(times['train'],
@@ -448,7 +468,7 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
         result.update(whole_onnxruntime_images_s=1 / med['whole_onnxruntime'],
                       onnxruntime_vs_pytorch=med['whole'] / med['whole_onnxruntime'])
     if memory:
-        del timed, steps, model, eomt, eomt_timed
+        del timed, steps, model, eomt, eomt_timed, dinov3_eomt
         result['segmentor_peak_mb'] = segmentor_peak_mb(model_cfg, crop, batch, device)
         result['eomt_peak_mb'] = segmentor_peak_mb(eomt_cfg, crop, batch, device)
         if amp:
@@ -484,7 +504,7 @@ def results_table(result: dict) -> str:
                 'whole_images_s', 'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_label_agreement',
                 'whole_onnxruntime_images_s', 'onnxruntime_vs_pytorch', 'eomt_train_step_s', 'eomt_train_speedup',
                 'eomt_train_step_p0_s', 'eomt_train_p0_speedup', 'eomt_whole_images_s', 'eomt_whole_speedup',
-                'eomt_peak_mb'):
+                'eomt_peak_mb', 'eomt_dinov3_whole_images_s', 'eomt_dinov3_train_step_s', 'eomt_vs_dinov3_whole'):
         if result.get(key) is not None:
             op, bound = {**TARGETS, **SEGMENTOR_TARGETS}.get(key, (None, None))
             verdict = ''
@@ -521,6 +541,10 @@ def main(argv=None):
     print(f'arch={result["arch"]} crop={args.crop} batch={args.batch} device={result["device"]} '
           f'torch={result["torch_version"]} threads={result["threads"]} repeats={args.repeats}')
     print(results_table(result))
+    if result.get('eomt_dinov3_arch'):
+        print(f'eomt_dinov3: EoMT on {result["eomt_dinov3_arch"]}; eomt_vs_dinov3_whole: its time per image over '
+              f'ViT-5 EoMT\'s. Anchor: EoMT\'s DINOv3-L at 512, {EOMT_DINOV3_L_H100_IMAGES_S} images/s compiled '
+              'on one H100 (its model zoo)')
     for name, why in result['missing_peers'].items():
         print(f'not measured: {name} ({why})')
     if args.json:

@@ -1,5 +1,6 @@
-"""Compare ADE20K runs over seeds: ViT-5 vs DeiT-III by size (``tools/compare.py``), or with
-``--reference`` ablations against a reference (:mod:`.ablations`).
+"""Compare ADE20K runs over seeds: ViT-5 vs DeiT-III by size (``tools/compare.py``), with
+DINOv2 and DINOv3 runs beside them in a four-family table, or with ``--reference``
+ablations against a reference (:mod:`.ablations`).
 
 Runs (:mod:`.runs`) are grouped by (family, size); each training counts once, a group of
 several seeds is reported as mean, standard deviation and n, and each delta gets a 95%
@@ -17,6 +18,8 @@ from .stats import summarize, welch_interval
 
 # The paper's ViT-5 minus DeiT-III mIoU (ADE20K val, UperNet, single scale); only Base is reported.
 PAPER_DELTA = {'base': 2.7}
+# The backbones users weigh ViT-5 against besides its paper's baseline: a table of their own.
+OTHER_FAMILIES = ('DINOv2', 'DINOv3')
 
 
 def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
@@ -47,6 +50,11 @@ def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
             row[f'delta mIoU ({scale})'] = None if interval is None else round(interval.delta, 2)
             row[f'delta ci95 low ({scale})'], row[f'delta ci95 high ({scale})'] = interval_cells(interval)
             row[f'_interval ({scale})'] = interval
+        for family in OTHER_FAMILIES:
+            interval = welch_interval(groups['ViT-5'].values.get(('mIoU', 'ss'), []),
+                                      groups[family].values.get(('mIoU', 'ss'), []))
+            row[f'ViT-5 - {family} mIoU (ss)'] = None if interval is None else round(interval.delta, 2)
+            row[f'_interval vs {family} (ss)'] = interval
         paper = PAPER_DELTA.get(size)
         row['paper delta mIoU (ss)'] = paper
         delta, interval = row['delta mIoU (ss)'], row['_interval (ss)']
@@ -58,7 +66,7 @@ def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
             row['within tolerance'] = 'yes' if abs(delta - paper) <= tolerance else 'no'
             inside = interval.contains(paper)
             row['paper delta in ci95'] = interval.note if inside is None else ('yes' if inside else 'no')
-        row['notes'] = '; '.join(groups['ViT-5'].notes + groups['DeiT-III'].notes)
+        row['notes'] = '; '.join(note for group in groups.values() for note in group.notes)
         rows.append(row)
     return rows
 
@@ -87,9 +95,22 @@ def to_markdown(rows: List[dict], runs: List[RunResult], tolerance: float) -> st
             '—' if row['delta mIoU (ms)'] is None else f"{row['delta mIoU (ms)']:+.2f}",
             f"{fmt_cell(row['ViT-5 mAcc (ss)'])} / {fmt_cell(row['ViT-5 aAcc (ss)'])}",
             f"{fmt_cell(row['DeiT-III mAcc (ss)'])} / {fmt_cell(row['DeiT-III aAcc (ss)'])}"]) + ' |')
+    others = [f for f in OTHER_FAMILIES if any(r.family == f for r in runs)]
+    if others:
+        lines += ['', '## The four families', '',
+                  'mIoU (single scale) as mean ± standard deviation (n seeds); delta: ViT-5 - that family, its 95% '
+                  'Welch interval.', '',
+                  '| size | ' + ' | '.join(FAMILIES.values()) + ' | ' + ' | '.join(f'ViT-5 - {f}' for f in others)
+                  + ' |', '|---|' + '---|' * (len(FAMILIES) + len(others))]
+        for row in rows:
+            cells = [f"{_mean_std(row, f, 'mIoU', 'ss')} ({row[f'{f} n']})" for f in FAMILIES.values()]
+            for family in others:
+                interval = row[f'_interval vs {family} (ss)']
+                cells.append('—' if interval is None else f'{interval.delta:+.2f} {interval_text(interval)}')
+            lines.append(f"| {row['size']} | " + ' | '.join(cells) + ' |')
     lines += ['', '## Runs', '']
     for row in rows:
-        for family in FAMILIES.values():
+        for family in [f for f in FAMILIES.values() if f not in OTHER_FAMILIES or f in others]:
             seeds = f", seeds {row[f'{family} seeds']}" if row[f'{family} seeds'] else ''
             lines.append(f"- {row['size']}, {family}: {row[f'{family} status']}{seeds}"
                          + (f" (`{row[f'{family} work_dir']}`)" if row[f'{family} work_dir'] else ''))
@@ -103,7 +124,8 @@ def to_markdown(rows: List[dict], runs: List[RunResult], tolerance: float) -> st
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description='The ViT-5 vs DeiT-III table over seeds (pairs runs by size; the paper\'s +2.7 mIoU), or with '
+        description='The ViT-5 vs DeiT-III table over seeds (pairs runs by size; the paper\'s +2.7 mIoU), DINOv2 '
+                    'and DINOv3 runs beside them in a four-family table, or with '
                     '--reference an ablation table. Each WORK_DIR is a training or tools/test.py work dir; several '
                     'runs of one model (seeds) are reported as mean, std and n, deltas with 95%% Welch intervals. '
                     'Writes DIR/comparison.md and .csv, or DIR/ablations.md, .csv and .png.')

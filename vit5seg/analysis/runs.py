@@ -18,7 +18,7 @@ from mmengine.config import Config
 from ..models.backbones.vit5 import ARCH_PRESETS, VIT5_SWITCHES, resolve_arch
 from .logs import read_scalars
 
-FAMILIES = {'vit5': 'ViT-5', 'deit3': 'DeiT-III'}
+FAMILIES = {'vit5': 'ViT-5', 'deit3': 'DeiT-III', 'dinov2': 'DINOv2', 'dinov3': 'DINOv3'}
 METRICS = ('mIoU', 'mAcc', 'aAcc')
 SWITCH_KEYS = tuple(VIT5_SWITCHES) + ('embed_dims', 'num_layers', 'num_heads')
 
@@ -41,7 +41,7 @@ def _size_key(backbone: dict) -> Optional[str]:
     arch = backbone.get('arch', 'vit5-base')
     if not isinstance(arch, str) or '-' not in arch or arch not in ARCH_PRESETS:
         return None
-    size = arch.split('-', 1)[1]
+    size = arch.split('-', 1)[1].replace('-reg4', '')  # DINOv2's registers: the same size as the others'
     preset = ARCH_PRESETS[arch]
     changed = {k: backbone[k] for k in ('embed_dims', 'num_layers', 'num_heads')
                if backbone.get(k) is not None and backbone[k] != preset[k]}
@@ -111,7 +111,7 @@ def read_result(work_dir) -> RunResult:
     arch = backbone.get('arch', '')
     family = next((name for prefix, name in FAMILIES.items() if str(arch).startswith(prefix)), None)
     if family is None:
-        result.status = f'not a ViT-5 or DeiT-III run (arch {arch!r})'
+        result.status = f'not a ViT-5, DeiT-III, DINOv2 or DINOv3 run (arch {arch!r})'
         return result
     result.family, result.size = family, _size_key(backbone)
     if result.size and _segmentor(cfg).get('type') == 'EoMTEncoderDecoder':

@@ -1,10 +1,13 @@
-"""Read, convert and load ViT-5 / DeiT-III backbone checkpoints.
+"""Read, convert and load backbone checkpoints.
 
 Layouts understood (detected from the keys):
 - ``vit5``: the authors' ViT-5 release (``reg_token``, ``attn.q_norm``, RoPE ``freqs``);
-- ``deit3-fb``: Facebook's DeiT-III release (``gamma_1`` / ``gamma_2``), which is also
-  the layout of this package's converted files;
-- ``deit3-timm``: timm's ``deit3_*`` (``ls1.gamma`` / ``ls2.gamma``).
+- ``deit3-fb``: Facebook's DeiT-III release (``gamma_1`` / ``gamma_2``), also the keys of
+  this package's own files;
+- ``deit3-timm``: timm's ``deit3_*`` (``ls1.gamma`` / ``ls2.gamma``);
+- ``vit5seg``: a file this package converted (``meta.vit5seg_layout``) or trained;
+- DINOv2 / DINOv3 of Meta, timm and transformers (:mod:`.dinov_layouts`), also inside an
+  EoMT release (``network.encoder.backbone.*``).
 Weights may sit under ``model`` / ``model_ema`` (authors), ``state_dict`` (mmengine,
 converted files; a segmentor's ``backbone.`` prefix is stripped) or at the top level.
 """

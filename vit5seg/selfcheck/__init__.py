@@ -18,8 +18,8 @@ from typing import List, Optional
 import torch
 
 from .checks import CHECKS, ENTRY_CONFIGS, QUICK, Context, Skip
-from .figures import (EOMT_CONFIGS, eomt_figures, eomt_table, estimate_line, rms_norm_figures, schedule_estimates,
-                      segmentor_figures)
+from .figures import (EOMT_ANCHOR, EOMT_CONFIGS, eomt_figures, eomt_table, estimate_line, rms_norm_figures,
+                      schedule_estimates, segmentor_figures)
 from .machine import default_device, environment, no_cuda_reason, nvidia_gpus, tested_set
 
 __all__ = ['CHECKS', 'QUICK', 'main', 'selfcheck']
@@ -65,7 +65,8 @@ def report_markdown(report: dict) -> str:
     if report.get('eomt'):
         lines += ['', '## EoMT, eager and compiled', '',
                   'Inference images/s of whole images at batch 1 and 8, train images/s at 2 images per step with '
-                  'every mask on; `first_train_step_s`: the compiled first step, compiling included.', '']
+                  'every mask on; `first_train_step_s`: the compiled first step, compiling included. '
+                  f'{EOMT_ANCHOR}.', '']
         lines += eomt_table(report['eomt'])
     if report.get('estimates'):
         lines += ['', '## Run time and memory on 1, 2, 4 and 8 GPUs', '',

@@ -22,6 +22,13 @@ from .checks import ENTRY_CONFIGS
 GPU_COUNTS = (1, 2, 4, 8)
 EOMT_CONFIGS = {f'vit5-{size}-eomt': config_path(f'eomt/vit5-{size}_eomt_ade20k.py')
                 for size in ('small', 'base', 'large')}
+# DINOv3-L EoMT beside ViT-5-L: EoMT's best published model; its zoo's anchor is 137 images/s
+# compiled on one H100 (tue-mps/eomt model_zoo/dinov3.md). CPU: the S sizes.
+EOMT_CONFIGS['dinov3-large-eomt'] = config_path('eomt/dinov3-large_eomt_ade20k.py')
+CPU_EOMT_CONFIGS = {f'{family}-small-eomt': config_path(f'eomt/{family}-small_eomt_ade20k.py')
+                    for family in ('vit5', 'dinov3')}
+EOMT_ANCHOR = ('EoMT\'s zoo: DINOv3-L EoMT at 512, 137 images/s compiled (200 with max-autotune) on one H100; '
+               'compare the dinov3-large-eomt compiled row at batch 1')
 
 
 def rms_norm_figures(device: str, width: int, repeats: int = 20) -> dict:
@@ -94,7 +101,8 @@ def device_memory_gib(device: str) -> float:
 
 def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = None,
                  modes=('eager', 'compiled'), precisions=('float32', 'bf16')) -> List[dict]:
-    """EoMT of each config (default: ViT-5 S, B, L on CUDA; S on CPU), one row per
+    """EoMT of each config (default: ViT-5 S, B, L and DINOv3-L on CUDA; ViT-5-S and DINOv3-S on
+    CPU), one row per
     (mode, precision): whole-image inference images/s at batch 1 and 8, train images/s at
     the config's images per GPU (every mask on, P = 1: the costliest step), float32 and bf16
     autocast, eager and compiled (the config's ``model.backbone.compile`` arguments, or
@@ -104,7 +112,7 @@ def eomt_figures(device: str, repeats: int, configs=None, crop: Optional[int] = 
     from mmengine.config import Config
     cuda = device == 'cuda'
     crop = crop or (512 if cuda else 128)
-    configs = configs or (EOMT_CONFIGS if cuda else {'vit5-small-eomt': EOMT_CONFIGS['vit5-small-eomt']})
+    configs = configs or (EOMT_CONFIGS if cuda else CPU_EOMT_CONFIGS)
     kind = torch.device(device).type
     rows = []
     for name, config in configs.items():

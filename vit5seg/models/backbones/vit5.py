@@ -1,7 +1,8 @@
-"""ViT-5 (arXiv 2602.08071) and its DeiT-III baseline as one mmseg backbone.
+"""ViT-5 (arXiv 2602.08071), its DeiT-III baseline, DINOv2 and DINOv3 as one mmseg backbone.
 
 The constructor switches are the paper's ablation axes; the named presets below pick
-the published settings. See shared/vit5-architecture.md for the exact architecture.
+the published settings (DINOv2 and DINOv3 are values of the same switches). See
+shared/vit5-architecture.md for the exact architecture, shared/dinov-notes.md for DINO's.
 """
 from typing import Dict, Optional, Sequence, Tuple, Union
 
@@ -87,7 +88,7 @@ def _pair(x) -> Tuple[int, int]:
 
 @MODELS.register_module()
 class ViT5(BaseModule):
-    """ViT-5 / DeiT-III plain vision transformer with multi-level taps for mmseg heads.
+    """ViT-5 / DeiT-III / DINOv2 / DINOv3 plain vision transformer with multi-level taps for mmseg heads.
 
     Args:
         arch: preset name (``vit5-small|base|large|xlarge``, ``deit3-small|base|large``,
@@ -147,7 +148,8 @@ class ViT5(BaseModule):
         pretrained: a checkpoint path or URL, as mmseg's ``model.pretrained`` passes it;
             the same as ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
         init_cfg: ``dict(type='Pretrained', checkpoint=PATH_OR_URL)`` loads an authors'
-            ViT-5, a DeiT-III (Facebook or timm layout) or a converted file through
+            ViT-5, a DeiT-III (Facebook or timm layout), a DINOv2 or DINOv3 (Meta, timm or
+            transformers layout, or an EoMT release's backbone) or a converted file through
             :func:`vit5seg.models.checkpoint.load_pretrained` (a URL is downloaded once
             into torch's hub cache); optional keys ``use_ema``, ``allow_unsafe``,
             ``prefix``, ``sha256`` (checked before loading).
@@ -352,7 +354,7 @@ class ViT5(BaseModule):
             raise ValueError(f'input {x.shape[-2]}x{x.shape[-1]} is smaller than one {self.patch_size}x'
                              f'{self.patch_size} patch: crop_size, data_preprocessor size and the test '
                              f'scale must be at least {self.patch_size}')
-        x = self.patch_embed(x)                        # (B, h, w, C), padded to multiples of 16
+        x = self.patch_embed(x)                        # (B, h, w, C), padded to multiples of the patch
         h, w = x.shape[1:3]
         x = x.flatten(1, 2)                            # (B, h*w, C)
         if self.pos_embed is not None:
