@@ -259,10 +259,11 @@ class RefDinoV3(nn.Module):
     centres in [-1, 1] per axis, angle 2 pi c / base ** (2k / (D/2)), rotate-half pairs,
     patches only. Tokens [cls, patches, registers]."""
 
-    def __init__(self, hf_model, heads, patch=16, base=100.0):
+    def __init__(self, hf_model, heads, patch=16, base=100.0, rescale=2.0):
         super().__init__()
-        self.hf, self.heads, self.patch, self.base = hf_model, heads, patch, base
+        self.hf, self.heads, self.patch, self.base, self.rescale = hf_model, heads, patch, base, rescale
         self.layers = hf_model.layer if hasattr(hf_model, 'layer') else hf_model.model.layer
+        self.scale = 1.0
 
     def embed(self, img):
         e = self.hf.embeddings
@@ -270,13 +271,18 @@ class RefDinoV3(nn.Module):
                      stride=self.patch)
         B, C, h, w = x.shape
         x = x.flatten(2).transpose(1, 2)
+        # training: one log-uniform coordinate scale in [1/r, r] per forward, drawn here as
+        # transformers' augment_patches_center_coordinates draws it
+        self.scale = 1.0
+        if self.training and self.rescale:
+            self.scale = torch.empty(1).uniform_(-math.log(self.rescale), math.log(self.rescale)).exp()
         return torch.cat([e.cls_token.expand(B, -1, -1), x, e.register_tokens.expand(B, -1, -1)], dim=1), (h, w)
 
     def rope(self, x, grid, start):
         h, w = grid
         D = x.shape[-1]
         ch, cw = (torch.arange(0.5, h) / h) * 2 - 1, (torch.arange(0.5, w) / w) * 2 - 1
-        coords = torch.stack(torch.meshgrid(ch, cw, indexing='ij'), dim=-1).reshape(-1, 2)    # (h*w, 2)
+        coords = torch.stack(torch.meshgrid(ch, cw, indexing='ij'), dim=-1).reshape(-1, 2) * self.scale   # (h*w, 2)
         periods = self.base ** (2 * torch.arange(D // 4, dtype=torch.float32) / (D // 2))
         angles = (2 * math.pi * coords[:, :, None] / periods).reshape(h * w, D // 2).repeat(1, 2)   # (h*w, D)
         p = x[:, :, start:start + h * w]
@@ -302,3 +308,9 @@ class RefDinoV3(nn.Module):
 
     def final_norm(self, x):
         return self.hf.norm(x)
+
+    def forward_features(self, img):
+        x, grid = self.embed(img)
+        for i in range(len(self.layers)):
+            x = self.block(i, x, grid)
+        return self.final_norm(x)

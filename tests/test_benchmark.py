@@ -98,7 +98,7 @@ def test_segmentor_timings_give_train_inference_and_memory_figures():
     dinov3 = dict(ARCH_PRESETS['dinov3-small'], **arch)   # DINOv3's EoMT beside ViT-5's (issue #39)
     result = segmentor_timings(arch, crop=64, batch=2, device='cpu', warmup=0, repeats=1, slide_shape=(64, 128),
                                amp='bf16', dinov3_peer=dinov3)
-    assert result['eomt_dinov3_whole_images_s'] > 0 and result['eomt_dinov3_train_step_s'] > 0
+    assert result['eomt_dinov3_whole_images_s'] > 0
     assert result['eomt_vs_dinov3_whole'] == pytest.approx(result['eomt_whole_images_s']
                                                            / result['eomt_dinov3_whole_images_s'])
     for key in ('segmentor_train_step_s', 'segmentor_train_step_amp_s', 'amp_train_speedup',

@@ -1,5 +1,5 @@
 """The project's EoMT held to the independent reference (tests/reference_eomt.py) at 1e-5,
-for the ViT-5 and DeiT-III presets: every supervised prediction with masks on (P = 1) and
+for the ViT-5, DeiT-III and DINOv3 presets: every supervised prediction with masks on (P = 1) and
 partly dropped (0 < P < 1, seeded), the semantic scores with patch padding, the losses on
 given points, the matching, and the backbone's own forward before and after EoMT ran."""
 import pytest
@@ -7,7 +7,7 @@ import torch
 from mmengine.config import Config
 from mmengine.structures import PixelData
 from mmseg.structures import SegDataSample
-from reference_eomt import RefDeiT3, RefEoMT, losses, match, semantic_targets
+from reference_eomt import RefDeiT3, RefDinoV3, RefEoMT, losses, match, semantic_targets
 from reference_vit5 import RefViT5
 
 from conftest import REPO
@@ -26,20 +26,31 @@ def close(ours, ref):
 
 def build_pair(family, tmp_path, seed=0):
     """(our EoMT, the reference) on the same random weights: the backbone through an
-    authors' (ViT-5) or timm (DeiT-III) checkpoint file, the head copied by name."""
+    authors' (ViT-5), timm (DeiT-III) or transformers (DINOv3) checkpoint file, the head
+    copied by name."""
     if family == 'vit5':
         ref_backbone = RefViT5(dim=DIM, depth=DEPTH, heads=HEADS).randomize(seed)
         weights = ref_backbone.state_dict()
-    else:
+    elif family == 'deit3':
         ref_backbone = RefDeiT3(dim=DIM, depth=DEPTH, heads=HEADS).randomize(seed)
         weights = ref_backbone.vit.state_dict()
+    else:
+        transformers = pytest.importorskip('transformers')
+        config = transformers.DINOv3ViTConfig(hidden_size=DIM, intermediate_size=4 * DIM, num_hidden_layers=DEPTH,
+                                              num_attention_heads=HEADS, patch_size=16, num_register_tokens=4)
+        hf = transformers.DINOv3ViTModel(config)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in hf.parameters():
+                p.add_(0.1 * torch.randn(p.shape, generator=g))
+        ref_backbone, weights = RefDinoV3(hf, HEADS), hf.state_dict()
     path = tmp_path / f'{family}.pth'
     torch.save({'model': weights}, path)
     cfg = Config.fromfile(str(TINY)).model
     cfg.backbone.update(arch=f'{family}-small', embed_dims=DIM, num_layers=DEPTH, num_heads=HEADS)
     cfg.decode_head.update(num_queries=QUERIES, num_blocks=MASKED)
     model = build_segmentor(cfg)
-    assert load_pretrained(model.backbone, path) == ('vit5' if family == 'vit5' else 'deit3-timm')
+    assert load_pretrained(model.backbone, path) == {'vit5': 'vit5', 'deit3': 'deit3-timm', 'dinov3': 'dinov3-hf'}[family]
     ref = RefEoMT(ref_backbone, DIM, DEPTH, num_classes=150, num_q=QUERIES, num_blocks=MASKED)
     g = torch.Generator().manual_seed(seed + 1)
     head = {}
@@ -73,7 +84,7 @@ def labelled(hw, n=2, seed=0):
     return maps, samples
 
 
-FAMILIES = ['vit5', 'deit3']
+FAMILIES = ['vit5', 'deit3', 'dinov3']  # DINOv3: its RoPE with the training rescale (docs/eomt.md)
 SIZES = [(64, 80), (70, 90)]  # a multiple of the patch, and one that is padded to 80 x 96
 
 
@@ -84,6 +95,7 @@ def test_every_supervised_prediction_equals_the_reference(family, hw, probs, tmp
     model, ref = build_pair(family, tmp_path)
     x = torch.randn(2, 3, *hw, generator=torch.Generator().manual_seed(2))
     model.train()
+    ref.train()  # DINOv3: the RoPE scale drawn first, then the drops
     model.decode_head.mask_probs = list(probs)
     with torch.no_grad():
         torch.manual_seed(7)  # the same per-query drops: one torch.rand(B, Q) per masked block with 0 < P < 1
@@ -151,6 +163,7 @@ def test_losses_on_given_points_equal_the_reference(family, hw, tmp_path, monkey
     given = iter(loss_points)
     monkeypatch.setattr(eomt, 'get_uncertain_point_coords_with_randomness', lambda *args: next(given))
     model.train()
+    ref.train()
     head.mask_probs = list(probs)
     torch.manual_seed(9)
     got = head.loss(model.extract_feat(x), samples, model.train_cfg)

@@ -6,15 +6,12 @@ predict as the independent reference EoMT (tests/reference_eomt.py) on the same 
 The DINOv2 release is full weights (timm's DINOv2 at patch 16); the DINOv3 one is a delta
 to transformers' DINOv3, which ``--delta-to`` adds to the user's pretrained file.
 """
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
 from mmengine.config import Config
 
-from conftest import REPO
+from conftest import REPO, run_script
 from reference_eomt import RefDinoV2, RefDinoV3, RefEoMT
 from vit5seg.apis import inference_model, init_model
 from vit5seg.models.convert import convert_file
@@ -52,7 +49,9 @@ def small_config(name: str, dim: int = DIM) -> Config:
         cfg.model.backbone.img_size = IMAGE
     cfg.model.decode_head.update(in_channels=dim, num_queries=QUERIES, num_blocks=MASKED)
     cfg.model.test_cfg = dict(mode='whole')
-    cfg.test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackSegInputs')]   # the image as it is
+    # the image as it is (inference_model reads test_pipeline, MMSegInferencer the test loader's)
+    cfg.test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackSegInputs')]
+    cfg.test_dataloader.dataset.pipeline = cfg.test_pipeline
     return cfg
 
 
@@ -70,6 +69,9 @@ def predicts_as_upstream(cfg, checkpoint, ref):
     expected = upstream_semantic(ref, img)
     torch.testing.assert_close(result.seg_logits.data, expected, atol=2e-5, rtol=1e-4)
     assert torch.equal(result.pred_sem_seg.data[0], expected.argmax(0))
+    from mmseg.apis import MMSegInferencer
+    inferencer = MMSegInferencer(model=cfg, weights=str(checkpoint), device='cpu')
+    assert np.array_equal(inferencer(img)['predictions'], expected.argmax(0).numpy())
 
 
 def test_dinov2_release_converts_and_predicts_as_upstream(tmp_path):
@@ -106,12 +108,11 @@ def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream
     save_file({k: v.contiguous() for k, v in base.items()}, str(tmp_path / 'dinov3.safetensors'))
 
     out = tmp_path / 'converted.pth'
-    tool = [sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), str(tmp_path / 'pytorch_model.bin'),
-            str(out)]
-    refused = subprocess.run(tool, capture_output=True, text=True)     # a delta alone is no model
+    tool = [REPO / 'tools' / 'convert_checkpoint.py', tmp_path / 'pytorch_model.bin', out]
+    refused = run_script(*tool)     # a delta alone is no model
     assert refused.returncode == 1 and 'delta release' in refused.stderr and '--delta-to' in refused.stderr
     assert not out.exists()
-    done = subprocess.run(tool + ['--delta-to', str(tmp_path / 'dinov3.safetensors')], capture_output=True, text=True)
+    done = run_script(*tool, '--delta-to', tmp_path / 'dinov3.safetensors')
     assert done.returncode == 0, done.stderr
     assert 'eomt-release, backbone dinov3-hf' in done.stdout and 'dinov3-hf' in done.stdout.split('+')[-1]
     predicts_as_upstream(small_config('dinov3-large_eomt_ade20k.py', DINOV3_DIM), out, ref)
@@ -119,8 +120,7 @@ def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream
 
 def test_an_unknown_layout_is_one_error_listing_the_known_ones_and_nothing_is_written(tmp_path):
     torch.save({'encoder.layers.0.weight': torch.zeros(2, 2)}, tmp_path / 'other.pth')
-    done = subprocess.run([sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), str(tmp_path / 'other.pth'),
-                           str(tmp_path / 'out.pth')], capture_output=True, text=True)
+    done = run_script(REPO / 'tools' / 'convert_checkpoint.py', tmp_path / 'other.pth', tmp_path / 'out.pth')
     assert done.returncode == 1
     assert done.stderr.count('\n') == 1 and 'eomt-release' in done.stderr and 'dinov3-hf' in done.stderr
     assert not (tmp_path / 'out.pth').exists()

@@ -426,10 +426,8 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
     steps = {'train': timed.train(), 'slide': timed.slide(), 'slide_bf16': timed.slide(lambda: bf16),
              'whole': whole(), 'whole_bf16': whole(lambda: bf16),
              'eomt_train': eomt_train(1.0), 'eomt_train_p0': eomt_train(0.0), 'eomt_whole': whole(segmentor=eomt)}
-    if dinov3_eomt is not None:
+    if dinov3_eomt is not None:  # inference, as EoMT's zoo reports it
         steps['eomt_dinov3_whole'] = whole(segmentor=dinov3_eomt)
-        steps['eomt_dinov3_train'] = SegmentorSteps(dinov3_eomt, crop, batch, device, slide_shape=(crop, crop),
-                                                    window=crop).train()
     if amp:
         steps['train_amp'] = timed.train(AMP_DTYPES[amp])
     session = _onnx_session(model, crop) if kind == 'cpu' else None
@@ -455,7 +453,6 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
         result[f'{key}_quartiles'] = quartiles([a / b for a, b in zip(times[num], times[den])])
     if dinov3_eomt is not None:
         result.update(eomt_dinov3_whole_images_s=1 / med['eomt_dinov3_whole'],
-                      eomt_dinov3_train_step_s=med['eomt_dinov3_train'],
                       eomt_vs_dinov3_whole=med['eomt_dinov3_whole'] / med['eomt_whole'],
                       eomt_dinov3_arch=dinov3_peer)
         result['eomt_vs_dinov3_whole_quartiles'] = quartiles([a / b for a, b in zip(times['eomt_dinov3_whole'],
@@ -504,7 +501,7 @@ def results_table(result: dict) -> str:
                 'whole_images_s', 'whole_bf16_images_s', 'bf16_whole_speedup', 'bf16_label_agreement',
                 'whole_onnxruntime_images_s', 'onnxruntime_vs_pytorch', 'eomt_train_step_s', 'eomt_train_speedup',
                 'eomt_train_step_p0_s', 'eomt_train_p0_speedup', 'eomt_whole_images_s', 'eomt_whole_speedup',
-                'eomt_peak_mb', 'eomt_dinov3_whole_images_s', 'eomt_dinov3_train_step_s', 'eomt_vs_dinov3_whole'):
+                'eomt_peak_mb', 'eomt_dinov3_whole_images_s', 'eomt_vs_dinov3_whole'):
         if result.get(key) is not None:
             op, bound = {**TARGETS, **SEGMENTOR_TARGETS}.get(key, (None, None))
             verdict = ''
