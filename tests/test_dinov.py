@@ -358,3 +358,19 @@ def test_a_missing_dinov3_file_says_where_to_get_it_when_loaded_not_when_built(t
     with pytest.raises(CheckpointError, match='gated by the DINOv3 licence: request it at https://ai.meta.com/') as e:
         model.init_weights()
     assert 'model.backbone.init_cfg.checkpoint=' in str(e.value) and isinstance(e.value, FileNotFoundError)
+
+
+def test_convert_tool_resizes_dinov2_positions_by_the_presets_rule(tmp_path):
+    """--img-size with --arch: Meta's resize of that preset (offset 0.1 for dinov2-small);
+    without --arch: the checkpoint's own patch (14) sets the grid."""
+    from vit5seg.models.convert import convert_file
+    ref = randomized(timm.create_model('vit_small_patch14_dinov2', pretrained=False, depth=1))
+    meta = meta_dinov2_state(ref, registers=False)
+    torch.save(meta, tmp_path / 'meta.pth')
+    convert_file(tmp_path / 'meta.pth', tmp_path / 'arch.pth', arch=dict(ARCH_PRESETS['dinov2-small'], num_layers=1),
+                 img_size=224)
+    expected = meta_interpolate_pos_encoding(meta['pos_embed'], 224, 224, 14, offset=0.1, antialias=False)[:, 1:]
+    got = torch.load(tmp_path / 'arch.pth', weights_only=True)['state_dict']['pos_embed']
+    torch.testing.assert_close(got, expected, atol=0, rtol=0)
+    convert_file(tmp_path / 'meta.pth', tmp_path / 'plain.pth', img_size=224)
+    assert torch.load(tmp_path / 'plain.pth', weights_only=True)['state_dict']['pos_embed'].shape == (1, 256, 384)

@@ -7,7 +7,7 @@ import torch
 
 from ..hub import DownloadError
 from .checkpoint import (CheckpointError, check_fits, conversion_options, convert_checkpoint, extract_state_dict,
-                         fit_options, read_checkpoint)
+                         fit_options, fit_to_model, read_checkpoint)
 from .eomt_release import convert_eomt_release, is_eomt_release
 
 
@@ -29,8 +29,6 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
         with torch.device('meta'):  # shapes only, no memory
             model = ViT5(arch=arch, img_size=img_size)
         grid, fit, options = model.patch_grid, fit_options(model), conversion_options(model)
-    elif img_size is not None:
-        grid = (img_size // 16, img_size // 16)
     obj = read_checkpoint(src, allow_unsafe, sha256=sha256)
     raw = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
     if is_eomt_release(raw):
@@ -49,6 +47,9 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
                                         sha256=sha256, fit=fit, **options)
         if model is not None:
             check_fits(model, sd, source=f'{src} [{layout}]')
+        elif img_size is not None and 'patch_embed.proj.weight' in sd:
+            patch = sd['patch_embed.proj.weight'].shape[-1]   # without --arch: the checkpoint's own patch
+            sd = fit_to_model(sd, (img_size // patch, img_size // patch))
     meta = dict(source=str(src), source_layout=layout, ema=use_ema,
                 arch=repr(arch) if arch is not None else None, vit5seg_layout=1)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +75,8 @@ def main(argv=None):
                              'trained from (Meta, timm or transformers layout, a file or URL), added to the delta')
     parser.add_argument('--ema', action='store_true', help='take the weights under model_ema instead of model')
     parser.add_argument('--img-size', type=int, default=None,
-                        help='resize pos_embed to this pretraining size (e.g. 384); default: keep it')
+                        help='resize pos_embed to this pretraining size (e.g. 384), by the --arch preset\'s rule '
+                             '(DINOv2\'s resize for dinov2-*); default: keep it')
     parser.add_argument('--sha256', help='expected sha256 of SRC (or a prefix of 8+ hex digits)')
     parser.add_argument('--prefix', default=None, help='only keys under this prefix (e.g. "backbone.")')
     parser.add_argument('--allow-unsafe', action='store_true',
