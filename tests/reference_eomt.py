@@ -245,11 +245,16 @@ class RefDinoV2(RefDeiT3):
         self.grid, self.heads, self.patch = (img_size[0] // patch, img_size[1] // patch), heads, patch
 
     def embed(self, img):
-        """At its img_size only, as upstream's model (no resize of the positions)."""
-        x = self.vit.patch_embed.proj(img)                                   # (B, C, h, w)
+        """Positions resized as Meta's _reg models resize them (bicubic, antialias, to the
+        grid); none at the img_size, where upstream's EoMT runs."""
+        x = self.vit.patch_embed.proj(pad_to_patches(img, self.patch))       # (B, C, h, w)
         B, C, h, w = x.shape
-        assert (h, w) == self.grid, (h, w)
-        x = x.flatten(2).transpose(1, 2) + self.vit.pos_embed
+        pos = self.vit.pos_embed
+        if (h, w) != self.grid:
+            pos = pos.reshape(1, *self.grid, C).permute(0, 3, 1, 2)
+            pos = F.interpolate(pos, size=(h, w), mode='bicubic', antialias=True, align_corners=False)
+            pos = pos.permute(0, 2, 3, 1).reshape(1, h * w, C)
+        x = x.flatten(2).transpose(1, 2) + pos
         return torch.cat([self.vit.cls_token.expand(B, -1, -1), x, self.vit.reg_token.expand(B, -1, -1)], dim=1), (h, w)
 
 

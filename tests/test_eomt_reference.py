@@ -1,5 +1,5 @@
 """The project's EoMT held to the independent reference (tests/reference_eomt.py) at 1e-5,
-for the ViT-5, DeiT-III and DINOv3 presets: every supervised prediction with masks on (P = 1) and
+for the ViT-5, DeiT-III, DINOv2 and DINOv3 presets: every supervised prediction with masks on (P = 1) and
 partly dropped (0 < P < 1, seeded), the semantic scores with patch padding, the losses on
 given points, the matching, and the backbone's own forward before and after EoMT ran."""
 import pytest
@@ -7,7 +7,7 @@ import torch
 from mmengine.config import Config
 from mmengine.structures import PixelData
 from mmseg.structures import SegDataSample
-from reference_eomt import RefDeiT3, RefDinoV3, RefEoMT, losses, match, semantic_targets
+from reference_eomt import RefDeiT3, RefDinoV2, RefDinoV3, RefEoMT, losses, match, semantic_targets
 from reference_vit5 import RefViT5
 
 from conftest import REPO
@@ -26,13 +26,16 @@ def close(ours, ref):
 
 def build_pair(family, tmp_path, seed=0):
     """(our EoMT, the reference) on the same random weights: the backbone through an
-    authors' (ViT-5), timm (DeiT-III) or transformers (DINOv3) checkpoint file, the head
+    authors' (ViT-5), timm (DeiT-III, DINOv2) or transformers (DINOv3) checkpoint file, the head
     copied by name."""
     if family == 'vit5':
         ref_backbone = RefViT5(dim=DIM, depth=DEPTH, heads=HEADS).randomize(seed)
         weights = ref_backbone.state_dict()
     elif family == 'deit3':
         ref_backbone = RefDeiT3(dim=DIM, depth=DEPTH, heads=HEADS).randomize(seed)
+        weights = ref_backbone.vit.state_dict()
+    elif family == 'dinov2':  # as EoMT builds it: timm's DINOv2 with registers at patch 16
+        ref_backbone = RefDinoV2(dim=DIM, depth=DEPTH, heads=HEADS).randomize(seed)
         weights = ref_backbone.vit.state_dict()
     else:
         transformers = pytest.importorskip('transformers')
@@ -47,10 +50,14 @@ def build_pair(family, tmp_path, seed=0):
     path = tmp_path / f'{family}.pth'
     torch.save({'model': weights}, path)
     cfg = Config.fromfile(str(TINY)).model
-    cfg.backbone.update(arch=f'{family}-small', embed_dims=DIM, num_layers=DEPTH, num_heads=HEADS)
+    arch = {'dinov2': 'dinov2-small-reg4'}.get(family, f'{family}-small')
+    cfg.backbone.update(arch=arch, embed_dims=DIM, num_layers=DEPTH, num_heads=HEADS)
+    if family == 'dinov2':
+        cfg.backbone.update(patch_size=16, img_size=64)
     cfg.decode_head.update(num_queries=QUERIES, num_blocks=MASKED)
     model = build_segmentor(cfg)
-    assert load_pretrained(model.backbone, path) == {'vit5': 'vit5', 'deit3': 'deit3-timm', 'dinov3': 'dinov3-hf'}[family]
+    assert load_pretrained(model.backbone, path) == {'vit5': 'vit5', 'deit3': 'deit3-timm', 'dinov2': 'dinov2-timm',
+                                                     'dinov3': 'dinov3-hf'}[family]
     ref = RefEoMT(ref_backbone, DIM, DEPTH, num_classes=150, num_q=QUERIES, num_blocks=MASKED)
     g = torch.Generator().manual_seed(seed + 1)
     head = {}
@@ -84,7 +91,8 @@ def labelled(hw, n=2, seed=0):
     return maps, samples
 
 
-FAMILIES = ['vit5', 'deit3', 'dinov3']  # DINOv3: its RoPE with the training rescale (docs/eomt.md)
+# DINOv2: timm's with registers at patch 16, as EoMT's; DINOv3: its RoPE with the training rescale
+FAMILIES = ['vit5', 'deit3', 'dinov2', 'dinov3']
 SIZES = [(64, 80), (70, 90)]  # a multiple of the patch, and one that is padded to 80 x 96
 
 
