@@ -137,7 +137,8 @@ def test_compare_puts_the_four_families_in_one_table(tmp_path):
     from vit5seg.analysis.compare import compare, to_markdown
     from vit5seg.analysis.runs import RunResult, read_result
     vit5, dinov2 = [52.0, 53.0], [54.5, 55.5, 55.0]
-    runs = [RunResult(f'v{i}', 'ViT-5', 'base', single={'mIoU': m}, training=f'v{i}', seed=i) for i, m in enumerate(vit5)]
+    runs = [RunResult(f'v{i}', 'ViT-5', 'base', single={'mIoU': m}, training=f'v{i}', seed=i)
+            for i, m in enumerate(vit5)]
     runs += [RunResult(f'd{i}', 'DINOv2', 'base', single={'mIoU': m}, training=f'd{i}', seed=i)
              for i, m in enumerate(dinov2)]
     runs += [RunResult('deit', 'DeiT-III', 'base', single={'mIoU': 49.3}),

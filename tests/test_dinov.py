@@ -17,6 +17,7 @@ from vit5seg.models.backbones.vit5 import ARCH_PRESETS, ViT5
 from vit5seg.models.checkpoint import CheckpointError, load_pretrained
 
 TOL = dict(atol=1e-5, rtol=0)
+DEPTH = 4  # S width and heads; 4 of the 12 blocks (every block is the same code) keep the suite fast
 
 
 def randomized(model, seed=0, scale=0.1):
@@ -32,6 +33,8 @@ def ours(arch, sd, tmp_path, name='ckpt.pth', **kwargs):
     """ViT5(arch) loaded through the file path users take (detection, conversion, fit)."""
     path = tmp_path / name
     torch.save(sd, path)
+    if isinstance(arch, str):
+        kwargs.setdefault('num_layers', DEPTH)
     model = ViT5(arch=arch, **kwargs).eval()
     layout = load_pretrained(model, str(path))
     return model, layout
@@ -52,7 +55,7 @@ def timm_model(name, **kwargs):
     environment's timm 0.9.16 has DINOv2 but no DINOv3: transformers' tests cover it there)."""
     if name not in timm.list_models(name):
         pytest.skip(f'timm {timm.__version__} has no {name}')
-    return timm.create_model(name, pretrained=False, **kwargs)
+    return timm.create_model(name, pretrained=False, **{'depth': DEPTH, **kwargs})
 
 
 def timm_tokens(model, img):
@@ -102,7 +105,8 @@ def meta_dinov2_patch_tokens(vit, meta_pos, img, patch):
 
 @pytest.mark.parametrize('layout', ['dinov2-timm', 'dinov2-meta'])
 def test_dinov2_reg4_equals_timm_at_two_sizes(layout, tmp_path):
-    ref = randomized(timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False, dynamic_img_size=True))
+    ref = randomized(timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False, dynamic_img_size=True,
+                                       depth=DEPTH))
     sd = ref.state_dict() if layout == 'dinov2-timm' else meta_dinov2_state(ref, registers=True)
     if layout == 'dinov2-meta':
         ref.load_state_dict(timm.models.vision_transformer.checkpoint_filter_fn(dict(sd), ref))
@@ -113,7 +117,8 @@ def test_dinov2_reg4_equals_timm_at_two_sizes(layout, tmp_path):
 
 
 def test_dinov2_without_registers_follows_meta_not_timm_away_from_518(tmp_path):
-    ref = randomized(timm.create_model('vit_small_patch14_dinov2', pretrained=False, dynamic_img_size=True))
+    ref = randomized(timm.create_model('vit_small_patch14_dinov2', pretrained=False, dynamic_img_size=True,
+                                       depth=DEPTH))
     sd = meta_dinov2_state(ref, registers=False)
     model, detected = ours('dinov2-small', sd, tmp_path)
     assert detected == 'dinov2-meta'
@@ -129,10 +134,10 @@ def test_dinov2_without_registers_follows_meta_not_timm_away_from_518(tmp_path):
 
 def test_dinov2_at_patch_16_resamples_as_timm_builds_eomt_backbones(tmp_path):
     """EoMT's timm.create_model(..., img_size, patch_size=16) from Meta's 14-patch weights."""
-    ref = randomized(timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False))
+    ref = randomized(timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False, depth=DEPTH))
     sd = meta_dinov2_state(ref, registers=True)
     at16 = timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False, img_size=256, patch_size=16,
-                             dynamic_img_size=True).eval()
+                             dynamic_img_size=True, depth=DEPTH).eval()
     at16.load_state_dict(timm.models.vision_transformer.checkpoint_filter_fn(dict(sd), at16))
     model, _ = ours('dinov2-small-reg4', sd, tmp_path, patch_size=16, img_size=256)
     for h, w in ((256, 256), (256, 320)):
@@ -247,13 +252,13 @@ def hf_patch_tokens(model, img, prefix):
                                                                  hidden_act='silu'))])
 def test_dinov3_of_transformers_equals_its_model(arch, mlp, tmp_path):
     transformers = pytest.importorskip('transformers')
-    config = transformers.DINOv3ViTConfig(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, patch_size=16,
-                                          num_register_tokens=4, layerscale_value=1e-5, rope_theta=100.0,
+    config = transformers.DINOv3ViTConfig(hidden_size=384, num_hidden_layers=DEPTH, num_attention_heads=6,
+                                          patch_size=16, num_register_tokens=4, layerscale_value=1e-5, rope_theta=100.0,
                                           layer_norm_eps=1e-5, **mlp)
     ref = randomized(transformers.DINOv3ViTModel(config))
     from safetensors.torch import save_file
     save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, str(tmp_path / 'model.safetensors'))
-    model = ViT5(arch=arch).eval()
+    model = ViT5(arch=arch, num_layers=DEPTH).eval()
     assert load_pretrained(model, str(tmp_path / 'model.safetensors')) == 'dinov3-hf'
     for h, w in ((224, 288), (256, 256)):
         torch.testing.assert_close(patch_tokens(model, image(h, w)), hf_patch_tokens(ref, image(h, w), 5), **TOL)
@@ -279,9 +284,10 @@ def test_dinov2_giant_swiglu_of_transformers_equals_its_model(tmp_path):
     # transformers 5 reads them through its own conversion mapping, the reference for them
     v4 = {}
     for key, value in ref.state_dict().items():
-        for new, old in (('attention.q_proj', 'attention.attention.query'), ('attention.k_proj', 'attention.attention.key'),
-                         ('attention.v_proj', 'attention.attention.value'), ('attention.o_proj', 'attention.output.dense'),
-                         ('mlp.down_proj', 'mlp.weights_out')):
+        for new, old in (('attention.q_proj', 'attention.attention.query'),
+                         ('attention.k_proj', 'attention.attention.key'),
+                         ('attention.v_proj', 'attention.attention.value'),
+                         ('attention.o_proj', 'attention.output.dense'), ('mlp.down_proj', 'mlp.weights_out')):
             key = key.replace(new, old)
         if '.mlp.up_proj.' in key:
             continue
@@ -302,7 +308,7 @@ def test_dinov2_giant_swiglu_of_transformers_equals_its_model(tmp_path):
 
 def test_dinov2_of_transformers_equals_its_model(tmp_path):
     transformers = pytest.importorskip('transformers')
-    config = transformers.Dinov2WithRegistersConfig(hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
+    config = transformers.Dinov2WithRegistersConfig(hidden_size=384, num_hidden_layers=DEPTH, num_attention_heads=6,
                                                     patch_size=14, image_size=518, num_register_tokens=4,
                                                     layerscale_value=1.0)
     ref = randomized(transformers.Dinov2WithRegistersModel(config))

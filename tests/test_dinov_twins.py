@@ -22,8 +22,8 @@ def test_twin_trains_tests_and_exports(name, tmp_path):
     opts += [f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters}', 'train_dataloader.batch_size=2',
              f'default_hooks.checkpoint.interval={iters}']
     if 'eomt' in name:
-        opts += [f'param_scheduler.0.end={iters}', 'param_scheduler.0.warmup_new=1', 'param_scheduler.0.warmup_backbone=1',
-                 'custom_hooks.3.starts=[0,2]', 'custom_hooks.3.ends=[2,4]']
+        opts += [f'param_scheduler.0.end={iters}', 'param_scheduler.0.warmup_new=1',
+                 'param_scheduler.0.warmup_backbone=1', 'custom_hooks.3.starts=[0,2]', 'custom_hooks.3.ends=[2,4]']
     else:
         opts += ['param_scheduler.0.end=2', 'param_scheduler.1.begin=2', f'param_scheduler.1.end={iters}']
     out = run_script(REPO / 'tools' / 'train.py', config, '--work-dir', tmp_path / 'work', '--cfg-options', *opts,

@@ -85,9 +85,9 @@ def test_dinov2_release_converts_and_predicts_as_upstream(tmp_path):
 
 def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream(tmp_path):
     transformers = pytest.importorskip('transformers')
-    config = transformers.DINOv3ViTConfig(hidden_size=DINOV3_DIM, intermediate_size=4 * DINOV3_DIM, num_hidden_layers=DEPTH,
-                                          num_attention_heads=HEADS, patch_size=16, num_register_tokens=4,
-                                          rope_theta=100.0, layer_norm_eps=1e-5)
+    config = transformers.DINOv3ViTConfig(hidden_size=DINOV3_DIM, intermediate_size=4 * DINOV3_DIM,
+                                          num_hidden_layers=DEPTH, num_attention_heads=HEADS, patch_size=16,
+                                          num_register_tokens=4, rope_theta=100.0, layer_norm_eps=1e-5)
     pretrained = randomize(transformers.DINOv3ViTModel(config), 1).eval()
     finetuned = randomize(transformers.DINOv3ViTModel(config), 1)
     finetuned.load_state_dict(pretrained.state_dict())

@@ -5,4 +5,5 @@ model = dict(
     backbone=dict(arch='dinov2-base-reg4', img_size=518,  # DINOv2's pretraining size
                   out_indices=(2, 5, 8, 11),  # DINOv2's dense (DPT) taps, dinov2/hub/depthers.py
                   init_cfg=dict(type='Pretrained',
-                                checkpoint='https://dl.fbaipublicfiles.com/dinov2/dinov2_vitb14/dinov2_vitb14_reg4_pretrain.pth')))
+                                checkpoint='https://dl.fbaipublicfiles.com/dinov2/dinov2_vitb14/'
+                                           'dinov2_vitb14_reg4_pretrain.pth')))

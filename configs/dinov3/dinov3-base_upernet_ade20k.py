@@ -5,4 +5,5 @@ _base_ = ['../vit5_upernet_ade20k.py']
 model = dict(
     backbone=dict(arch='dinov3-base',
                   out_indices=(2, 5, 8, 11),  # DINOv3's dense taps, FOUR_EVEN_INTERVALS (dinov3/eval/segmentation)
-                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth')))
+                  init_cfg=dict(type='Pretrained',
+                                checkpoint='checkpoints/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth')))

@@ -5,4 +5,5 @@ _base_ = ['../vit5/vit5-small_upernet_ade20k.py']
 model = dict(
     backbone=dict(arch='dinov3-small',
                   out_indices=(2, 5, 8, 11),  # DINOv3's dense taps, FOUR_EVEN_INTERVALS (dinov3/eval/segmentation)
-                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/dinov3_vits16_pretrain_lvd1689m-08c60483.pth')))
+                  init_cfg=dict(type='Pretrained',
+                                checkpoint='checkpoints/dinov3_vits16_pretrain_lvd1689m-08c60483.pth')))

@@ -4,4 +4,5 @@ _base_ = ['./vit5-base_eomt_ade20k.py']
 model = dict(
     backbone=dict(arch='dinov2-base-reg4', patch_size=16, img_size=512,
                   init_cfg=dict(type='Pretrained',
-                                checkpoint='https://dl.fbaipublicfiles.com/dinov2/dinov2_vitb14/dinov2_vitb14_reg4_pretrain.pth')))
+                                checkpoint='https://dl.fbaipublicfiles.com/dinov2/dinov2_vitb14/'
+                                           'dinov2_vitb14_reg4_pretrain.pth')))

@@ -4,7 +4,8 @@
 _base_ = ['./vit5-base_eomt_ade20k.py']
 model = dict(
     backbone=dict(arch='dinov3-base',
-                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth')))
+                  init_cfg=dict(type='Pretrained',
+                                checkpoint='checkpoints/dinov3_vitb16_pretrain_lvd1689m-73cec8be.pth')))
 max_iters = 20208  # the yaml's max_epochs 16, of 1263 iterations (20210 images // 16)
 # lr 2e-4 and llrd 1.0: every parameter at the lr (the yaml's lr_mult 0.1 is never applied: docs/eomt.md)
 optim_wrapper = dict(optimizer=dict(lr=2e-4), paramwise_cfg=dict(layer_decay_rate=1.0))

@@ -4,7 +4,8 @@
 _base_ = ['./dinov3-base_eomt_ade20k.py']
 model = dict(
     backbone=dict(arch='dinov3-large',
-                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/dinov3_vitl16_pretrain_lvd1689m-8aa4cbdd.pth')),
+                  init_cfg=dict(type='Pretrained',
+                                checkpoint='checkpoints/dinov3_vitl16_pretrain_lvd1689m-8aa4cbdd.pth')),
     decode_head=dict(in_channels=1024, num_blocks=4))
 # the yaml's attn_mask_annealing_start_steps / end_steps
 custom_hooks = [

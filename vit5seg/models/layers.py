@@ -393,9 +393,8 @@ class Dinov3Rope(CachedRopeTables):
         super().__init__(head_dim, num_registers)
         self.theta = float(theta)
         self.train_rescale = train_rescale
-        quarter = head_dim // 4
-        self.register_buffer('periods', self.theta ** (2 * torch.arange(quarter, dtype=torch.float32) / (head_dim // 2)),
-                             persistent=False)
+        exponents = 2 * torch.arange(head_dim // 4, dtype=torch.float32) / (head_dim // 2)
+        self.register_buffer('periods', self.theta ** exponents, persistent=False)
 
     def _angles(self, grid: Tuple[int, int], device, scale: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(h*w, D/2): the h angles of each period, then the w angles."""
