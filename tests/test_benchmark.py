@@ -90,6 +90,7 @@ def test_amp_configs():
         assert cfg.optim_wrapper.constructor == 'ViT5OptimWrapperConstructor'
 
 
+@pytest.mark.slow  # about 30 s on 2 cores: a whole UperNet, two EoMTs, an ONNX export, memory in subprocesses
 def test_segmentor_timings_give_train_inference_and_memory_figures():
     from vit5seg.benchmark import segmentor_timings, upernet_model_cfg
     from vit5seg.models.segmentor import build_segmentor
