@@ -248,7 +248,14 @@ def convert_checkpoint(path, use_ema: bool = False, allow_unsafe: bool = False, 
                        fit: Optional[dict] = None, **options) -> Tuple[StateDict, str]:
     """File or URL -> (backbone state dict in this package's layout, detected source layout).
     ``grid`` / ``fit``: :func:`fit_to_model`'s arguments; ``options``: convert_state_dict's."""
-    obj = read_checkpoint(path, allow_unsafe, sha256=sha256)
+    return convert_loaded(read_checkpoint(path, allow_unsafe, sha256=sha256), path, use_ema, prefix, grid, fit,
+                          **options)
+
+
+def convert_loaded(obj, path, use_ema: bool = False, prefix: Optional[str] = None,
+                   grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,
+                   **options) -> Tuple[StateDict, str]:
+    """:func:`convert_checkpoint` of a checkpoint object already read from ``path``."""
     sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
     try:
         if is_own_layout(obj, prefix):

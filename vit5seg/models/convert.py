@@ -6,8 +6,8 @@ from pathlib import Path
 import torch
 
 from ..hub import DownloadError
-from .checkpoint import (CheckpointError, check_fits, conversion_options, convert_checkpoint, extract_state_dict,
-                         fit_options, fit_to_model, read_checkpoint)
+from .checkpoint import (CheckpointError, check_fits, conversion_options, convert_checkpoint, convert_loaded,
+                         extract_state_dict, fit_options, fit_to_model, read_checkpoint)
 from .eomt_release import convert_eomt_release, is_eomt_release
 
 
@@ -43,8 +43,7 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
     else:
         if delta_to is not None:
             raise CheckpointError(f'--delta-to is for EoMT\'s delta releases; {src} is no EoMT release')
-        sd, layout = convert_checkpoint(src, use_ema=use_ema, allow_unsafe=allow_unsafe, prefix=prefix, grid=grid,
-                                        sha256=sha256, fit=fit, **options)
+        sd, layout = convert_loaded(obj, src, use_ema=use_ema, prefix=prefix, grid=grid, fit=fit, **options)
         if model is not None:
             check_fits(model, sd, source=f'{src} [{layout}]')
         elif img_size is not None and 'patch_embed.proj.weight' in sd:
