@@ -28,7 +28,7 @@ from ..paths import tool_command
 from timm.layers import resample_patch_embed
 
 from .dinov_layouts import CONVERTERS, convert_dinov, detect_dinov_layout
-from .layers import resize_pos_embed, rope_frequencies
+from .layers import dinov3_periods, resize_pos_embed, rope_frequencies
 
 StateDict = Dict[str, torch.Tensor]
 
@@ -140,6 +140,8 @@ def extract_state_dict(obj, use_ema: bool = False, prefix: Optional[str] = None)
     return sd
 
 
+# Where an EoMT release (the Lightning module's state dict) keeps its backbone
+EOMT_BACKBONE_PREFIX = 'network.encoder.backbone.'
 # Every layout convert_state_dict reads, for the error that lists them.
 KNOWN_LAYOUTS = ('vit5 (the authors\' ViT-5)', 'deit3-fb', 'deit3-timm', 'vit5seg (converted or trained here)',
                  'dinov2-meta', 'dinov2-timm', 'dinov2-hf', 'dinov3-meta', 'dinov3-timm', 'dinov3-hf',
@@ -173,8 +175,7 @@ def _check_rope(key: str, value: torch.Tensor, theta: float) -> None:
     """Stored RoPE frequencies (ViT-5's ``freqs``) or periods (DINOv3's) are derived values:
     they must be those of ``theta``."""
     if key == 'rope_embed.periods':
-        n = value.numel()
-        expected = theta ** (2 * torch.arange(n, dtype=torch.float32) / (2 * n))
+        expected = dinov3_periods(value.numel() * 4, theta)
     else:
         expected = rope_frequencies(value.numel() * 4, theta)
     if value.shape != expected.shape or not torch.allclose(value.float(), expected, rtol=1e-5, atol=0):
@@ -191,9 +192,9 @@ def convert_state_dict(sd: StateDict, layout: Optional[str] = None, rope_theta: 
     DINOv3) / ``register_rope_theta`` and dropped. ``num_heads``: the model's (DINOv3's
     channel pairs are rearranged per head; default: 64 channels per head).
     """
-    if layout is None and any(k.startswith('network.encoder.backbone.') for k in sd):
-        sd = {k[len('network.encoder.backbone.'):]: v for k, v in sd.items()
-              if k.startswith('network.encoder.backbone.')}  # an EoMT release: its backbone
+    if layout is None and any(k.startswith(EOMT_BACKBONE_PREFIX) for k in sd):
+        sd = {k[len(EOMT_BACKBONE_PREFIX):]: v for k, v in sd.items()
+              if k.startswith(EOMT_BACKBONE_PREFIX)}  # an EoMT release: its backbone
     layout = layout or detect_layout(sd)
     if rope_theta is None:
         rope_theta = 100. if layout.startswith('dinov3') else 10000.

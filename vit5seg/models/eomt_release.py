@@ -15,9 +15,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .checkpoint import CheckpointError, StateDict, convert_state_dict
-
-BACKBONE_PREFIX = 'network.encoder.backbone.'
+from .checkpoint import EOMT_BACKBONE_PREFIX, CheckpointError, StateDict, convert_state_dict
 _HEAD_RENAMES = [
     (r'^network\.q\.weight$', 'decode_head.queries.weight'),
     (r'^network\.class_head\.', 'decode_head.class_head.'),
@@ -46,9 +44,9 @@ def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None,
     """A release state dict -> (segmentor state dict with ``backbone.`` and ``decode_head.``
     keys, the backbone's source layout). ``base``: the converted pretrained backbone the
     delta release is added to (``--delta-to``)."""
-    backbone = {k[len(BACKBONE_PREFIX):]: v for k, v in sd.items() if k.startswith(BACKBONE_PREFIX)}
+    backbone = {k[len(EOMT_BACKBONE_PREFIX):]: v for k, v in sd.items() if k.startswith(EOMT_BACKBONE_PREFIX)}
     if not backbone:
-        raise CheckpointError(f'an EoMT release without {BACKBONE_PREFIX}* keys')
+        raise CheckpointError(f'an EoMT release without {EOMT_BACKBONE_PREFIX}* keys')
     if base is None and looks_like_delta(backbone):
         raise CheckpointError('the backbone\'s LayerNorm weights are near 0: this is a delta release (EoMT\'s '
                               'DINOv3 models); give the pretrained DINOv3 weights it was trained from with '
@@ -67,7 +65,7 @@ def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None,
     out = {f'backbone.{k}': v for k, v in converted.items()}
     unknown = []
     for key, value in sd.items():
-        if key.startswith(BACKBONE_PREFIX) or _DROPPED.match(key):
+        if key.startswith(EOMT_BACKBONE_PREFIX) or _DROPPED.match(key):
             continue
         for pattern, repl in _HEAD_RENAMES:
             if re.match(pattern, key):

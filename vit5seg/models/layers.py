@@ -290,6 +290,11 @@ def rope_frequencies(head_dim: int, theta: float) -> torch.Tensor:
     return freq_bands(head_dim // 4, temperature=float(theta), step=1)
 
 
+def dinov3_periods(head_dim: int, theta: float) -> torch.Tensor:
+    """p_k = theta ** (2k / (D/2)), k < D/4: the values DINOv3 stores as ``rope_embed.periods``."""
+    return theta ** (2 * torch.arange(head_dim // 4, dtype=torch.float32) / (head_dim // 2))
+
+
 class CachedRopeTables(nn.Module):
     """Keeps one rotary table per (grid, device, dtype): blocks and later calls at the same
     input size reuse it instead of recomputing sines. Subclasses give ``_build``: timm's
@@ -309,9 +314,6 @@ class CachedRopeTables(nn.Module):
     def _identity_rows(self, n: int, device) -> torch.Tensor:
         return torch.cat([torch.zeros(n, self.head_dim, device=device),
                           torch.ones(n, self.head_dim, device=device)], dim=1)
-
-    def _build(self, grid: Tuple[int, int], device) -> torch.Tensor:
-        raise NotImplementedError
 
     def table(self, grid: Tuple[int, int], device, real: bool = False) -> torch.Tensor:
         """float32 whatever the activations' dtype (rotations are done in float32); the real
@@ -382,7 +384,7 @@ class Dinov3Rope(CachedRopeTables):
 
     DINOv3 pairs channel i with i + D/2 (rotate-half); this package rotates adjacent pairs,
     so the checkpoint converters interleave the q and k rows of each head once
-    (:func:`vit5seg.models.checkpoint.interleave_rope_halves`), which leaves q.k unchanged.
+    (:func:`vit5seg.models.dinov_layouts.interleave_rope_halves`), which leaves q.k unchanged.
     ``train_rescale``: while training, all coordinates are multiplied by one log-uniform
     factor in [1/r, r] per forward (Meta's and transformers' ``rescale_coords``, which
     EoMT's DINOv3 runs train with); never at evaluation.
@@ -393,8 +395,7 @@ class Dinov3Rope(CachedRopeTables):
         super().__init__(head_dim, num_registers)
         self.theta = float(theta)
         self.train_rescale = train_rescale
-        exponents = 2 * torch.arange(head_dim // 4, dtype=torch.float32) / (head_dim // 2)
-        self.register_buffer('periods', self.theta ** exponents, persistent=False)
+        self.register_buffer('periods', dinov3_periods(head_dim, self.theta), persistent=False)
 
     def _angles(self, grid: Tuple[int, int], device, scale: Optional[torch.Tensor] = None) -> torch.Tensor:
         """(h*w, D/2): the h angles of each period, then the w angles."""
