@@ -105,6 +105,17 @@ def extract_tar(tar: tarfile.TarFile, dest: Path) -> None:
     tar.extractall(dest)
 
 
+def perturb(module, seed: int = 0, scale: float = 0.1):
+    """Seeded noise on every parameter of a randomly initialised model, so LayerScale, biases
+    and norms all matter in a comparison; returns the module."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g))
+    return module
+
+
 def logged_scalars(work_dir: Path) -> list:
     """Every record mmengine logged in ``work_dir`` (all runs, oldest first)."""
     from vit5seg.analysis.logs import read_scalars, scalar_files

@@ -13,6 +13,7 @@ import timm
 import torch
 import torch.nn.functional as F
 
+from conftest import perturb
 from vit5seg.models.backbones.vit5 import ARCH_PRESETS, ViT5
 from vit5seg.models.checkpoint import CheckpointError, load_pretrained
 
@@ -20,13 +21,8 @@ TOL = dict(atol=1e-5, rtol=0)
 DEPTH = 4  # S width and heads; 4 of the 12 blocks (every block is the same code) keep the suite fast
 
 
-def randomized(model, seed=0, scale=0.1):
-    """Noise on every parameter, so LayerScale, biases and norms all matter."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=g))
-    return model.eval()
+def randomized(model, seed=0):
+    return perturb(model, seed).eval()
 
 
 def ours(arch, sd, tmp_path, name='ckpt.pth', **kwargs):
@@ -105,8 +101,7 @@ def meta_dinov2_patch_tokens(vit, meta_pos, img, patch):
 
 @pytest.mark.parametrize('layout', ['dinov2-timm', 'dinov2-meta'])
 def test_dinov2_reg4_equals_timm_at_two_sizes(layout, tmp_path):
-    ref = randomized(timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False, dynamic_img_size=True,
-                                       depth=DEPTH))
+    ref = randomized(timm_model('vit_small_patch14_reg4_dinov2', dynamic_img_size=True))
     sd = ref.state_dict() if layout == 'dinov2-timm' else meta_dinov2_state(ref, registers=True)
     if layout == 'dinov2-meta':
         ref.load_state_dict(timm.models.vision_transformer.checkpoint_filter_fn(dict(sd), ref))
@@ -117,8 +112,7 @@ def test_dinov2_reg4_equals_timm_at_two_sizes(layout, tmp_path):
 
 
 def test_dinov2_without_registers_follows_meta_not_timm_away_from_518(tmp_path):
-    ref = randomized(timm.create_model('vit_small_patch14_dinov2', pretrained=False, dynamic_img_size=True,
-                                       depth=DEPTH))
+    ref = randomized(timm_model('vit_small_patch14_dinov2', dynamic_img_size=True))
     sd = meta_dinov2_state(ref, registers=False)
     model, detected = ours('dinov2-small', sd, tmp_path)
     assert detected == 'dinov2-meta'
@@ -134,10 +128,9 @@ def test_dinov2_without_registers_follows_meta_not_timm_away_from_518(tmp_path):
 
 def test_dinov2_at_patch_16_resamples_as_timm_builds_eomt_backbones(tmp_path):
     """EoMT's timm.create_model(..., img_size, patch_size=16) from Meta's 14-patch weights."""
-    ref = randomized(timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False, depth=DEPTH))
+    ref = randomized(timm_model('vit_small_patch14_reg4_dinov2'))
     sd = meta_dinov2_state(ref, registers=True)
-    at16 = timm.create_model('vit_small_patch14_reg4_dinov2', pretrained=False, img_size=256, patch_size=16,
-                             dynamic_img_size=True, depth=DEPTH).eval()
+    at16 = timm_model('vit_small_patch14_reg4_dinov2', img_size=256, patch_size=16, dynamic_img_size=True).eval()
     at16.load_state_dict(timm.models.vision_transformer.checkpoint_filter_fn(dict(sd), at16))
     model, _ = ours('dinov2-small-reg4', sd, tmp_path, patch_size=16, img_size=256)
     for h, w in ((256, 256), (256, 320)):
@@ -370,7 +363,7 @@ def test_convert_tool_resizes_dinov2_positions_by_the_presets_rule(tmp_path):
     """--img-size with --arch: Meta's resize of that preset (offset 0.1 for dinov2-small);
     without --arch: the checkpoint's own patch (14) sets the grid."""
     from vit5seg.models.convert import convert_file
-    ref = randomized(timm.create_model('vit_small_patch14_dinov2', pretrained=False, depth=1))
+    ref = randomized(timm_model('vit_small_patch14_dinov2', depth=1))
     meta = meta_dinov2_state(ref, registers=False)
     torch.save(meta, tmp_path / 'meta.pth')
     convert_file(tmp_path / 'meta.pth', tmp_path / 'arch.pth', arch=dict(ARCH_PRESETS['dinov2-small'], num_layers=1),

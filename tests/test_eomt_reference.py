@@ -10,7 +10,7 @@ from mmseg.structures import SegDataSample
 from reference_eomt import RefDeiT3, RefDinoV2, RefDinoV3, RefEoMT, losses, match, semantic_targets
 from reference_vit5 import RefViT5
 
-from conftest import REPO
+from conftest import REPO, perturb
 from vit5seg.models.checkpoint import load_pretrained
 from vit5seg.models.segmentor import build_segmentor
 
@@ -41,11 +41,7 @@ def build_pair(family, tmp_path, seed=0):
         transformers = pytest.importorskip('transformers')
         config = transformers.DINOv3ViTConfig(hidden_size=DIM, intermediate_size=4 * DIM, num_hidden_layers=DEPTH,
                                               num_attention_heads=HEADS, patch_size=16, num_register_tokens=4)
-        hf = transformers.DINOv3ViTModel(config)
-        g = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in hf.parameters():
-                p.add_(0.1 * torch.randn(p.shape, generator=g))
+        hf = perturb(transformers.DINOv3ViTModel(config), seed)
         ref_backbone, weights = RefDinoV3(hf, HEADS), hf.state_dict()
     path = tmp_path / f'{family}.pth'
     torch.save({'model': weights}, path)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from conftest import REPO, run_script
+from conftest import REPO, perturb, run_script
 from reference_eomt import RefDinoV2, RefDinoV3, RefEoMT
 from vit5seg.apis import inference_model, init_model
 from vit5seg.models.convert import convert_file
@@ -20,14 +20,6 @@ DIM, DEPTH, HEADS, QUERIES, MASKED = 64, 3, 2, 8, 2
 DINOV3_DIM = 128   # 2 heads of 64 channels, as every DINOv3 (the converter's default without --arch)
 IMAGE = (80, 112)
 MEAN, STD = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])   # EoMT's models/vit.py
-
-
-def randomize(module, seed, scale=0.1):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=g))
-    return module
 
 
 def release(ref: RefEoMT, backbone_sd: dict) -> dict:
@@ -75,8 +67,8 @@ def predicts_as_upstream(cfg, checkpoint, ref):
 
 
 def test_dinov2_release_converts_and_predicts_as_upstream(tmp_path):
-    backbone = randomize(RefDinoV2(DIM, DEPTH, HEADS, img_size=IMAGE), 1)
-    ref = randomize(RefEoMT(backbone, DIM, DEPTH, num_classes=150, num_q=QUERIES, num_blocks=MASKED), 2).eval()
+    backbone = perturb(RefDinoV2(DIM, DEPTH, HEADS, img_size=IMAGE), 1)
+    ref = perturb(RefEoMT(backbone, DIM, DEPTH, num_classes=150, num_q=QUERIES, num_blocks=MASKED), 2).eval()
     torch.save(release(ref, backbone.vit.state_dict()), tmp_path / 'pytorch_model.bin')
     layout = convert_file(tmp_path / 'pytorch_model.bin', tmp_path / 'converted.pth')
     assert layout == 'eomt-release, backbone dinov2-timm'
@@ -88,11 +80,11 @@ def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream
     config = transformers.DINOv3ViTConfig(hidden_size=DINOV3_DIM, intermediate_size=4 * DINOV3_DIM,
                                           num_hidden_layers=DEPTH, num_attention_heads=HEADS, patch_size=16,
                                           num_register_tokens=4, rope_theta=100.0, layer_norm_eps=1e-5)
-    pretrained = randomize(transformers.DINOv3ViTModel(config), 1).eval()
-    finetuned = randomize(transformers.DINOv3ViTModel(config), 1)
+    pretrained = perturb(transformers.DINOv3ViTModel(config), 1).eval()
+    finetuned = perturb(transformers.DINOv3ViTModel(config), 1)
     finetuned.load_state_dict(pretrained.state_dict())
-    randomize(finetuned, 3, scale=0.02).eval()   # fine-tuning moves the weights a little
-    ref = randomize(RefEoMT(RefDinoV3(finetuned, HEADS), DINOV3_DIM, DEPTH, num_classes=150, num_q=QUERIES,
+    perturb(finetuned, 3, scale=0.02).eval()   # fine-tuning moves the weights a little
+    ref = perturb(RefEoMT(RefDinoV3(finetuned, HEADS), DINOV3_DIM, DEPTH, num_classes=150, num_q=QUERIES,
                             num_blocks=MASKED), 2).eval()
     # EoMT's transformers_to_timm: embeddings -> patch_embed, the layer list -> blocks, no mask_token;
     # the delta file: fine-tuned - pretrained for the encoder, the head as it is
