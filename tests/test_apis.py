@@ -21,6 +21,7 @@ PALETTE = np.asarray(ADE20KDataset.METAINFO['palette'], np.uint8)
 @pytest.fixture(scope='module')
 def checkpoint(tmp_path_factory):
     register_all_modules(init_default_scope=True)
+    torch.manual_seed(0)  # the same classes whatever ran before in this worker
     model = MODELS.build(Config.fromfile(str(TINY)).model)
     model.init_weights()
     # a decisive classifier, so the prediction has several classes
@@ -79,8 +80,9 @@ def test_cli_folder_skips_the_corrupt_file_and_writes_masks_and_overlays(checkpo
             if inner.sum() < 20:
                 continue
             median = np.median(overlay[inner].astype(int), 0)
-            nearest = np.abs(PALETTE[:, ::-1].astype(int) - median).sum(1).argmin()
-            assert nearest == c, (c, median, PALETTE[c][::-1])
+            distance = np.abs(PALETTE[:, ::-1].astype(int) - median).sum(1)
+            # ADE20K's palette gives two classes (6 and 48) one colour: a tie is a match
+            assert distance[c] == distance.min(), (c, median, PALETTE[c][::-1])
             checked += 1
         assert checked
     assert len(np.unique(np.array(Image.open(tmp_path / 'masks' / 'img2.png')))) >= 2
