@@ -5,6 +5,7 @@ import importlib.metadata
 import json
 import os
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -142,6 +143,39 @@ def test_ddp_check_compares_parameters_and_would_catch_unsynchronised_norms(tmp_
         checks.compare_ranks(states, 'cpu')
     assert checks._norm_options(REPO / 'configs' / 'vit5_upernet_ade20k.py') == [
         f'model.{part}.norm_cfg.type=SyncBN' for part in ('neck', 'decode_head', 'auxiliary_head')]
+
+
+def test_a_failed_torchrun_names_its_workers_error_and_keeps_the_output(tmp_path):
+    """torchrun's own last line is a '====' rule: the error must be the worker's exception."""
+    (tmp_path / 'worker.py').write_text("import os\n"
+                                        "raise ValueError(f\"rank {os.environ['RANK']} cannot go on\")\n")
+    env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+    with pytest.raises(RuntimeError) as failed:
+        checks._run(['-m', 'torch.distributed.run', '--nproc_per_node=1', f'--master_port={checks._free_port()}',
+                     'worker.py'], tmp_path, env)
+    log = tmp_path / 'torch.distributed.run.log'
+    assert str(failed.value) == f'torch.distributed.run exited 1: ValueError: rank 0 cannot go on (output: {log})'
+    assert 'Traceback' in log.read_text() and log.read_text().rstrip().endswith('=' * 20)
+
+
+def test_a_tool_that_succeeds_ends_its_process_group():
+    """Left to interpreter shutdown, a gloo group sometimes aborted the process after a run
+    that had succeeded (the DDP check: 1 run in 15 here, torch 2.7.1), and torchrun failed it."""
+    code = f"""
+import os
+os.environ.update(RANK='0', LOCAL_RANK='0', WORLD_SIZE='1', MASTER_ADDR='127.0.0.1', MASTER_PORT='{checks._free_port()}')
+import torch, vit5seg
+from mmengine.dist import init_dist
+from vit5seg.engine.launch import run_tool
+def tool(argv):
+    init_dist('pytorch', backend='gloo')
+    torch.distributed.all_reduce(torch.ones(2))
+    return torch.distributed.get_world_size()
+print(run_tool(tool), torch.distributed.is_initialized())
+"""
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ['1', 'False']
 
 
 def test_schedule_estimates_measure_the_configured_step_on_1_to_8_gpus(tmp_path):

@@ -186,13 +186,26 @@ def error_message(e: BaseException) -> str:
     return text
 
 
+def end_process_group():
+    """Destroy the default process group, where this process made one, while Python is still
+    whole. Left to interpreter shutdown, gloo's threads can abort a run that succeeded
+    (SIGABRT, 'terminate called without an active exception'; pytorch/pytorch#179291), which
+    torchrun then reports as a failed worker. Only after success: a rank that failed may leave
+    collectives pending, which NCCL's destroy would wait for."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def run_tool(main, argv=None):
     """Run ``train``/``test`` as a command: an expected error (a :class:`ToolError`: bad
     data, checkpoint, non-finite loss, ...; or a missing file) is one line on stderr and
-    exit status 1, not a traceback.
+    exit status 1, not a traceback. A distributed run ends its process group (:func:`end_process_group`).
     ``VIT5SEG_DEBUG=1`` shows the traceback too."""
     try:
-        return main(argv)
+        result = main(argv)
+        end_process_group()
+        return result
     except (ToolError, FileNotFoundError) as e:
         if os.environ.get('VIT5SEG_DEBUG'):
             raise

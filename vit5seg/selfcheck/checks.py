@@ -4,6 +4,7 @@ Trainings run the real tools (train, test, torchrun) in subprocesses on syntheti
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -41,13 +42,27 @@ def _subprocess_env(device: str, threads: int) -> dict:
     return env
 
 
+EXCEPTION_LINE = re.compile(r'^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b')
+
+
+def failure_line(output: str) -> str:
+    """The line of a failed command's output that says what failed: its last exception line,
+    not torchrun's own ChildFailedError (which names no error: the worker's comes before it),
+    else its last line of text."""
+    lines = [line.strip() for line in output.splitlines() if line.strip().strip('=-~^ ')]
+    exceptions = [line for line in lines if EXCEPTION_LINE.match(line) and 'ChildFailedError' not in line]
+    return (exceptions or lines or ['(no output)'])[-1]
+
+
 def _run(args: List[str], cwd: Path, env: dict, timeout: int = 900) -> str:
     out = subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
                          timeout=timeout)
     if out.returncode:
-        tail = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ['(no output)']
-        name = Path(str(args[0])).name if args[0] != '-c' else 'python -c'
-        raise RuntimeError(f'{name} exited {out.returncode}: {tail[0][:300]}')
+        name = {'-c': 'python -c', '-m': str(args[1])}.get(str(args[0]), Path(str(args[0])).name)
+        output = f'{out.stdout}\n{out.stderr}'  # stderr last: its exception lines win
+        log = Path(cwd) / f'{name.replace(" ", "_")}.log'  # the whole output, beside the run it belongs to
+        log.write_text(output)
+        raise RuntimeError(f'{name} exited {out.returncode}: {failure_line(output)[:300]} (output: {log})')
     return out.stdout + out.stderr
 
 
@@ -180,7 +195,7 @@ import os, sys, torch
 import torch.nn.parallel as parallel
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 import vit5seg
-from vit5seg.engine.launch import train
+from vit5seg.engine.launch import end_process_group, train
 
 # Count the backward passes whose gradients DDP all-reduces (its first bucket marks one): with
 # k micro-batches a step, mmengine's no_sync must leave all but the last one unsynchronised.
@@ -201,6 +216,7 @@ state = {**{n: p.detach().cpu() for n, p in model.named_parameters()},
          'syncbn': torch.tensor(sum(isinstance(m, torch.nn.SyncBatchNorm) for m in model.modules())),
          'synced_backwards': torch.tensor(synced[0]), 'iterations': torch.tensor(runner.iter)}
 torch.save(state, os.path.join(runner.work_dir, f"rank{os.environ['RANK']}.pth"))
+end_process_group()
 """
 RANK_BOOKKEEPING = ('syncbn', 'synced_backwards', 'iterations')  # DDP_WORKER's keys beside the tensors
 
