@@ -32,33 +32,17 @@ def test_mmseg_models_import_and_missing_ops_fail_clearly():
     assert "ERR mmcv compiled op 'nms' is not available" in stdout and 'mmcv-lite' in stdout and 'full mmcv' in stdout
 
 
-def test_mmseg_config_inheritance_without_pkg_resources():
-    stdout = _run("""
-        import tempfile, os
-        import vit5seg
-        from mmengine.config import Config
-        from mmengine.utils import get_installed_path, is_installed
-        path = os.path.join(tempfile.mkdtemp(), 'cfg.py')
-        with open(path, 'w') as f:
-            f.write("_base_ = ['mmseg::_base_/models/upernet_vit-b16_ln_mln.py']\\n"
-                    "model = dict(backbone=dict(_delete_=True, type='ViT5', arch='vit5-base',"
-                    " out_indices=(2, 5, 8, 11)))\\n")
-        cfg = Config.fromfile(path)
-        assert is_installed('mmsegmentation') and not is_installed('no-such-package-xyz')
-        print(cfg.model.backbone.type, cfg.model.decode_head.type, get_installed_path('mmsegmentation'))
-    """)
-    assert stdout.startswith('ViT5 UPerHead') and stdout.strip().endswith('mmseg')
-
-
-def test_mmseg_bases_parse_mmsegs_metafiles_once_per_process():
-    """Each config that reads an ``mmseg::`` base made mmengine parse mmseg's model-index and
-    every metafile again (53 YAML files, 0.26 s). Now the first parse reads them, later ones
-    none; a model config of mmseg and a missing base resolve as before."""
+def test_mmseg_config_inheritance_without_pkg_resources_and_mmsegs_metafiles_parsed_once():
+    """``mmseg::`` bases resolve through importlib.metadata (fix 2). And each config that reads
+    one made mmengine parse mmseg's model-index and every metafile again (53 YAML files,
+    0.26 s): now the first parse reads them, later ones none, and an mmseg model config and a
+    missing base resolve as before (fix 7). One interpreter for both: it must start cold."""
     stdout = _run("""
         import glob, os, tempfile
         import vit5seg, mmseg
         from mmengine.config import Config
         from mmengine.fileio.handlers.yaml_handler import YamlHandler
+        from mmengine.utils import get_installed_path, is_installed
         parsed = []
         parse = YamlHandler.load_from_fileobj
         def counting(self, file, **kwargs):
@@ -87,8 +71,18 @@ def test_mmseg_bases_parse_mmsegs_metafiles_once_per_process():
             else:
                 raise AssertionError('a missing mmseg:: base parsed')
         print(len(metafiles), first.train_dataloader.dataset.type, second.train_dataloader.dataset.type)
+        path = os.path.join(folder, 'cfg.py')
+        with open(path, 'w') as f:
+            f.write("_base_ = ['mmseg::_base_/models/upernet_vit-b16_ln_mln.py']\\n"
+                    "model = dict(backbone=dict(_delete_=True, type='ViT5', arch='vit5-base',"
+                    " out_indices=(2, 5, 8, 11)))\\n")
+        cfg = Config.fromfile(path)
+        assert is_installed('mmsegmentation') and not is_installed('no-such-package-xyz')
+        print(cfg.model.backbone.type, cfg.model.decode_head.type, get_installed_path('mmsegmentation'))
     """)
-    assert stdout.splitlines()[-1] == '52 CityscapesDataset PascalContextDataset59'
+    metafiles, inheritance = stdout.strip().splitlines()[-2:]
+    assert metafiles == '52 CityscapesDataset PascalContextDataset59'
+    assert inheritance.startswith('ViT5 UPerHead') and inheritance.endswith('mmseg')
 
 
 def test_mmengine_checkpoints_load_with_weights_only_and_getattr_stays_forbidden(tmp_path):

@@ -23,6 +23,7 @@ def test_every_registered_head_neck_and_loss_is_audited_or_said_why_not():
     assert registered - covered == set()
 
 
+@pytest.mark.slow  # the audit: about 35 s on 2 cores
 def test_nothing_fails_and_the_fallbacks_are_the_expected_ones(results):
     verdicts = {r.name: r.verdict for r in results}
     assert not [f'{n}: {v}' for n, v in verdicts.items() if v.startswith('fails')]
@@ -32,6 +33,7 @@ def test_nothing_fails_and_the_fallbacks_are_the_expected_ones(results):
     assert verdicts['UPerHead'] == 'works'
 
 
+@pytest.mark.slow
 def test_docs_show_the_table(results):
     table = registry_audit.markdown_table(results)
     assert table in (REPO / 'docs' / 'gpus.md').read_text(), (
