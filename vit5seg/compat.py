@@ -321,11 +321,11 @@ def use_pytorch_fallbacks_for_missing_ops() -> None:
 
 # --- 7. mmengine re-reads every metafile of mmseg for each ``mmseg::`` base ---------------
 # ``_base_ = ['mmseg::_base_/datasets/cityscapes.py']`` first looks the name up among the
-# models of mmseg's model-index: mmengine parses its model-index and 52 YAML metafiles (0.26 s on 2 cores),
-# finds no model of that name, then takes the base path. It does so for each such base of
-# each config it parses, where a tool that reads many configs (the recipe checks, the
-# registry audit) pays it hundreds of times. The installed package's metafiles do not
-# change while a process runs: each is parsed once; lookups and their errors are as before.
+# models of mmseg's model-index: mmengine parses the index and its 52 YAML metafiles (0.26 s
+# on 2 cores), finds no model of that name, then takes the base path. It does so for each
+# such base of each config it parses, where a tool that reads many configs (the recipe
+# checks, the registry audit) pays it hundreds of times. The installed package's metafiles
+# do not change while a process runs: each is parsed once; lookups and errors are as before.
 
 def parse_metafiles_once() -> None:
     import functools
