@@ -117,6 +117,11 @@ def _where_to_get(path: Path) -> str:
             f'once and cached), or fetch it with `{tool_command("download_weights.py")} {arch} --dest {path.parent}`')
 
 
+def keys_under(sd: StateDict, prefix: str) -> StateDict:
+    """The entries of ``sd`` whose keys start with ``prefix``, with the prefix taken off."""
+    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+
+
 def extract_state_dict(obj, use_ema: bool = False, prefix: Optional[str] = None) -> StateDict:
     """The tensor dict inside a loaded checkpoint object."""
     if not isinstance(obj, dict):
@@ -132,7 +137,7 @@ def extract_state_dict(obj, use_ema: bool = False, prefix: Optional[str] = None)
     if prefix is None and 'cls_token' not in sd and any(k.startswith('backbone.') for k in sd):
         prefix = 'backbone.'  # a trained mmseg segmentor: take its backbone
     if prefix:
-        sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+        sd = keys_under(sd, prefix)
     if sd and all(k.startswith('module.') for k in sd):
         sd = {k[len('module.'):]: v for k, v in sd.items()}
     if not sd:
@@ -193,8 +198,7 @@ def convert_state_dict(sd: StateDict, layout: Optional[str] = None, rope_theta: 
     channel pairs are rearranged per head; default: 64 channels per head).
     """
     if layout is None and any(k.startswith(EOMT_BACKBONE_PREFIX) for k in sd):
-        sd = {k[len(EOMT_BACKBONE_PREFIX):]: v for k, v in sd.items()
-              if k.startswith(EOMT_BACKBONE_PREFIX)}  # an EoMT release: its backbone
+        sd = keys_under(sd, EOMT_BACKBONE_PREFIX)  # an EoMT release: its backbone
     layout = layout or detect_layout(sd)
     if rope_theta is None:
         rope_theta = 100. if layout.startswith('dinov3') else 10000.
@@ -282,7 +286,7 @@ def is_own_layout(obj, prefix: Optional[str]) -> bool:
 
 
 def _describe(sd: StateDict) -> str:
-    backbone = {k[len('backbone.'):]: v for k, v in sd.items() if k.startswith('backbone.')}
+    backbone = keys_under(sd, 'backbone.')
     sd = backbone or sd  # a whole segmentor: describe its backbone
     depth = len({k.split('.')[1] for k in sd if k.startswith('blocks.')})
     width = sd['cls_token'].shape[-1] if 'cls_token' in sd else '?'

@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .checkpoint import EOMT_BACKBONE_PREFIX, CheckpointError, StateDict, convert_state_dict
+from .checkpoint import EOMT_BACKBONE_PREFIX, CheckpointError, StateDict, convert_state_dict, keys_under
 _HEAD_RENAMES = [
     (r'^network\.q\.weight$', 'decode_head.queries.weight'),
     (r'^network\.class_head\.', 'decode_head.class_head.'),
@@ -44,7 +44,7 @@ def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None,
     """A release state dict -> (segmentor state dict with ``backbone.`` and ``decode_head.``
     keys, the backbone's source layout). ``base``: the converted pretrained backbone the
     delta release is added to (``--delta-to``)."""
-    backbone = {k[len(EOMT_BACKBONE_PREFIX):]: v for k, v in sd.items() if k.startswith(EOMT_BACKBONE_PREFIX)}
+    backbone = keys_under(sd, EOMT_BACKBONE_PREFIX)
     if not backbone:
         raise CheckpointError(f'an EoMT release without {EOMT_BACKBONE_PREFIX}* keys')
     if base is None and looks_like_delta(backbone):
