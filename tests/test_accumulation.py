@@ -101,24 +101,33 @@ class Losses(Hook):
         self.seen.append((runner.iter, float(outputs['loss']), len(data_batch['x'])))
 
 
+class Lrs(Hook):
+    """The lr each optimizer step used (logged before the step's schedulers move it)."""
+    def __init__(self):
+        self.seen = []
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None):
+        self.seen.append(runner.optim_wrapper.get_lr()['lr'][0])
+
+
 def train_points(work_dir, batch, micro, iters, resume=False, checkpoint=100, optimizer=None, runner_type=ViT5Runner,
-                 auto_scale_lr=None, schedule=True):
+                 auto_scale_lr=None, schedule=True, points=64, loop=None, hooks=()):
     losses = Losses()
-    loop = 'AccumulatingIterBasedTrainLoop' if micro > 1 else 'IterBasedTrainLoop'
+    loop = loop or ('AccumulatingIterBasedTrainLoop' if micro > 1 else 'IterBasedTrainLoop')
     # SGD with momentum: an update is linear in the loss's scale, so a loss divided by k once too
     # often (or not at all) changes the weights (AdamW normalises such an error away)
     runner = runner_type(
-        model=Regressor(), work_dir=str(work_dir), default_scope='mmseg', custom_hooks=[losses],
-        train_dataloader=dict(dataset=Points(), batch_size=batch, num_workers=0,
+        model=Regressor(), work_dir=str(work_dir), default_scope='mmseg', custom_hooks=[losses, *hooks],
+        train_dataloader=dict(dataset=Points(points), batch_size=batch, num_workers=0,
                               sampler=dict(type='InfiniteSampler', shuffle=False),
                               collate_fn=dict(type='default_collate')),
         train_cfg=dict(type=loop, max_iters=iters, val_interval=1000),
         optim_wrapper=dict(optimizer=optimizer or dict(type='SGD', lr=0.05, momentum=0.9),
                            accumulative_counts=micro),
         # warm-up and decay in iterations: counted in micro-batches they would end early
-        param_scheduler=[dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=3),
-                         dict(type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=3, end=6)]
-        if schedule else None,
+        param_scheduler=schedule if isinstance(schedule, list) else
+        [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=3),
+         dict(type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=3, end=6)] if schedule else None,
         auto_scale_lr=auto_scale_lr,
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=checkpoint),
                            logger=dict(type='LoggerHook', interval=1)),
@@ -151,6 +160,59 @@ def test_four_micro_batches_of_2_step_as_one_batch_of_8_and_resume_at_step_bound
     assert [loss for _, loss, _ in resumed_losses] == [loss for _, loss, _ in acc_losses[3:]]
     for p, q in zip(acc.model.parameters(), resumed.model.parameters()):
         assert torch.equal(p, q)
+
+
+def test_accumulative_counts_in_the_config_trains_as_accumulate(tmp_path):
+    """mmengine's own way, optim_wrapper.accumulative_counts=4 under a plain IterBasedTrainLoop:
+    ViT5Runner.from_cfg gives it the accumulating loop, so max_iters=2 is 2 optimizer steps over 8
+    micro-batches (mmengine alone: 2 micro-batches, 0 or 1 step), with the weights of --accumulate 4."""
+    cfg = Config(dict(
+        model=dict(type='Regressor'), work_dir=str(tmp_path / 'cfg'), default_scope='mmseg',
+        train_dataloader=dict(dataset=dict(type='Points'), batch_size=2, num_workers=0,
+                              sampler=dict(type='InfiniteSampler', shuffle=False), collate_fn=dict(type='default_collate')),
+        train_cfg=dict(type='IterBasedTrainLoop', max_iters=2, val_interval=1000),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.05, momentum=0.9), accumulative_counts=4),
+        randomness=dict(seed=0), log_level='WARNING'))
+    from mmseg.registry import DATASETS, MODELS
+    with MODELS.switch_scope_and_registry('mmseg'):
+        MODELS.register_module(module=Regressor, force=True)
+        DATASETS.register_module(module=Points, force=True)
+        runner = ViT5Runner.from_cfg(cfg)
+        assert cfg.train_cfg.type == 'IterBasedTrainLoop'  # the caller's config is left as it was
+        runner.train()
+    assert runner.iter == 2 and runner.optim_wrapper._inner_count == 8
+    assert type(runner.train_loop).__name__ == 'AccumulatingIterBasedTrainLoop'
+    flag, _ = train_points(tmp_path / 'flag', 2, 4, 2, schedule=False)
+    for p, q in zip(flag.model.parameters(), runner.model.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_a_by_epoch_scheduler_under_accumulation_counts_an_epoch_in_optimizer_steps(tmp_path):
+    """16 images, 2 per micro-batch, 4 micro-batches a step: an epoch is 2 optimizer steps, so a
+    by-epoch LinearLR over 1 epoch ends after 2 steps (mmengine's conversion: 8 steps)."""
+    lrs = Lrs()
+    linear = [dict(type='LinearLR', start_factor=0.1, by_epoch=True, begin=0, end=1, convert_to_iter_based=True)]
+    runner, _ = train_points(tmp_path / 'acc', 2, 4, 4, points=16, optimizer=dict(type='SGD', lr=1e-3),
+                             schedule=linear, hooks=[lrs])
+    assert lrs.seen == pytest.approx([1e-4, 1e-3, 1e-3, 1e-3])  # mmengine's LinearLR: end - 1 steps up
+    assert (runner.param_schedulers[0].begin, runner.param_schedulers[0].end) == (0, 2)
+    # without accumulation an epoch is its 8 steps of 2 images, as mmengine counts
+    plain = Lrs()
+    train_points(tmp_path / 'plain', 2, 1, 3, points=16, optimizer=dict(type='SGD', lr=1e-3), schedule=linear,
+                 hooks=[plain])
+    assert plain.seen == pytest.approx([1e-4, 1e-4 + 9e-4 / 7, 1e-4 + 2 * 9e-4 / 7])  # the issue's 2.29e-4, 3.57e-4
+
+
+def test_a_checkpoint_keeps_its_plan_and_resumes_only_with_its_images_per_iteration(tmp_path):
+    train_points(tmp_path / 'run', 2, 4, 2, checkpoint=2)
+    saved = torch.load(tmp_path / 'run' / 'iter_2.pth', weights_only=False)['meta']['batch_plan']
+    assert saved == dict(gpus=1, per_gpu=2, micro_batches=4, target=8)
+    with pytest.raises(AccumulationError, match=r'cannot resume from .*trained with 1 GPU\(s\) x 2 images x 4 '
+                                                r'micro-batch\(es\) = 8 images per iteration, this run has 1 GPU\(s\) '
+                                                r'x 2 images x 2 micro-batch\(es\) = 4 .*--accumulate 4'):
+        train_points(tmp_path / 'run', 2, 2, 4, resume=True)
+    resumed, losses = train_points(tmp_path / 'run', 4, 2, 3, resume=True)  # 8 images, split otherwise
+    assert resumed.iter == 3 and [i for i, _, _ in losses] == [2]
 
 
 def _sgd_step_by_hand(batch_of_8, lr):

@@ -267,6 +267,54 @@ def test_runner_loader_refuses_code_and_truncation(tmp_path):
         CheckpointLoader.load_checkpoint(str(cut))
 
 
+# What sits where a checkpoint should after a clone without Git LFS, a refused or failed
+# download, or a wrong path; each written here as those tools write it.
+NOT_CHECKPOINTS = {
+    'pointer.bin': (b'version https://git-lfs.github.com/spec/v1\noid sha256:' + b'ab' * 32 + b'\nsize 1217123456\n',
+                    r'is not a checkpoint: it is a Git LFS pointer.*git lfs pull'),
+    'gated.bin': (b'<!DOCTYPE html>\n<html class="">\n<head><title>401 Unauthorized</title></head></html>\n',
+                  r"is not a checkpoint: it is an HTML page \(\d+ bytes\).*first line: '<!DOCTYPE html>'"),
+    'error.bin': (b'{"error":"Access to model tue-mps/x is restricted."}',
+                  r"is not a checkpoint: it is text .*first line: '\{\"error\":\"Access to model"),
+    'photo.pth': (cv2.imencode('.png', np.zeros((4, 4, 3), np.uint8))[1].tobytes(),
+                  r'is not a checkpoint: it is a PNG image'),
+    'empty.pth': (b'', r'is not a checkpoint: the file is empty'),
+    'noise.pth': (bytes(range(7, 250, 3)), r'is not a checkpoint: its first bytes \(07 0a 0d .*\) are no zip'),
+    # a pickle's header and then garbage: corrupt, not unsafe
+    'corrupt.pth': (b'\x80\x02\x8a\x0alZ\xfc\x9cF\xf9 j\xa8P\x19.' + b'\x00' * 40,
+                    r'cannot read .*corrupt.pth: truncated or not a PyTorch checkpoint'),
+}
+
+
+@pytest.mark.parametrize('name', sorted(NOT_CHECKPOINTS))
+def test_files_that_are_no_checkpoint_are_named_never_called_unsafe(tmp_path, name):
+    from mmengine.runner.checkpoint import CheckpointLoader
+    content, message = NOT_CHECKPOINTS[name]
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError, match=message) as raised:
+        CheckpointLoader.load_checkpoint(str(path))  # the Runner's, init_cfg's and init_model's loader
+    assert 'unsafe' not in str(raised.value) and isinstance(raised.value, RuntimeError)
+    out = tmp_path / 'out.pth'
+    done = subprocess.run([sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), str(path), str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.count('\n') == 1 and re.search(message, done.stderr), done.stderr
+    assert 'unsafe' not in done.stderr and not out.exists()
+
+
+def test_a_page_saved_by_a_download_is_named_with_its_url(tmp_path, monkeypatch):
+    from local_server import serve
+    from vit5seg.models.checkpoint import read_checkpoint
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    (tmp_path / 'served').mkdir()
+    (tmp_path / 'served' / 'model.bin').write_bytes(NOT_CHECKPOINTS['gated.bin'][0])
+    with serve(tmp_path / 'served') as server:
+        url = server.url('model.bin')
+        with pytest.raises(CheckpointError, match=r'it is an HTML page.*cached download of ' + re.escape(url)
+                           + ': delete it to download again'):
+            read_checkpoint(url, progress=False)
+
+
 def test_unsafe_opt_in_warns(tmp_path, monkeypatch):
     from vit5seg.engine import checkpoint_io
     monkeypatch.setattr(checkpoint_io, '_allow_unsafe', False)

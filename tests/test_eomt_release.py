@@ -116,3 +116,56 @@ def test_an_unknown_layout_is_one_error_listing_the_known_ones_and_nothing_is_wr
     assert done.returncode == 1
     assert done.stderr.count('\n') == 1 and 'eomt-release' in done.stderr and 'dinov3-hf' in done.stderr
     assert not (tmp_path / 'out.pth').exists()
+
+
+def test_a_coco_panoptic_release_is_refused_by_the_semantic_config_naming_the_class_head(tmp_path):
+    """EoMT's COCO panoptic release (133 classes + no-object, 200 queries) converts, records what
+    it is, and does not load into the 150-class semantic config: not through mmseg's init_model,
+    MMSegInferencer or the Runner, where mmengine alone would leave those tensors random."""
+    from mmengine.runner import Runner
+    from mmseg.apis import MMSegInferencer
+    from vit5seg.engine.checkpoint_io import CheckpointShapeError
+    backbone = perturb(RefDinoV2(DIM, DEPTH, HEADS, img_size=(96, 96)), 1)
+    ref = RefEoMT(backbone, DIM, DEPTH, num_classes=133, num_q=200, num_blocks=MASKED)
+    torch.save(release(ref, backbone.vit.state_dict()), tmp_path / 'pytorch_model.bin')
+    out = tmp_path / 'coco.pth'
+    convert_file(tmp_path / 'pytorch_model.bin', out)
+    meta = torch.load(out, weights_only=True)['meta']['eomt_release']
+    assert meta == dict(task='panoptic', dataset='COCO', num_classes=133, num_queries=200, patch_size=16, grid=(6, 6))
+    cfg = small_config('dinov2-large_eomt_ade20k.py')
+    expected = ('decode_head.class_head.weight: checkpoint (134, 64) vs model (151, 64)',
+                'decode_head.queries.weight: checkpoint (200, 64) vs model (8, 64)',
+                'It is EoMT\'s COCO panoptic release (133 classes, 200 queries, a 6x6 position grid (96 px)): '
+                'it needs a COCO panoptic config, which this project does not ship yet')
+    runner_cfg = cfg.copy()
+    runner_cfg.update(work_dir=str(tmp_path / 'work'), load_from=str(out))
+    runner = Runner.from_cfg(runner_cfg)
+    for load in (lambda: init_model(cfg, str(out), device='cpu'),
+                 lambda: MMSegInferencer(model=cfg, weights=str(out), device='cpu'),
+                 runner.load_or_resume):
+        with pytest.raises(CheckpointShapeError) as raised:
+            load()
+        assert all(part in str(raised.value) for part in expected), raised.value
+    # the semantic release of the same backbone names the config it fits when given another one
+    semantic = RefEoMT(backbone, DIM, DEPTH, num_classes=150, num_q=100, num_blocks=MASKED)
+    torch.save(release(semantic, backbone.vit.state_dict()), tmp_path / 'pytorch_model.bin')
+    convert_file(tmp_path / 'pytorch_model.bin', tmp_path / 'ade.pth')
+    with pytest.raises(CheckpointShapeError, match=r'ADE20K semantic release.*it fits configs/eomt/dinov2-large'):
+        init_model(cfg, str(tmp_path / 'ade.pth'), device='cpu')
+
+
+def test_delta_to_with_a_whole_release_and_an_arch_that_does_not_fit_are_one_error_each(tmp_path):
+    backbone = perturb(RefDinoV2(DIM, DEPTH, HEADS, img_size=(96, 96)), 1)
+    ref = perturb(RefEoMT(backbone, DIM, DEPTH, num_classes=150, num_q=QUERIES, num_blocks=MASKED), 2)
+    torch.save(release(ref, backbone.vit.state_dict()), tmp_path / 'pytorch_model.bin')
+    torch.save({'state_dict': {k: v.clone() for k, v in backbone.vit.state_dict().items()}}, tmp_path / 'base.pth')
+    out = tmp_path / 'out.pth'
+    tool = [REPO / 'tools' / 'convert_checkpoint.py', tmp_path / 'pytorch_model.bin', out]
+    whole = run_script(*tool, '--delta-to', tmp_path / 'base.pth')
+    assert whole.returncode == 1 and whole.stderr.count('\n') == 1, whole.stderr
+    assert 'this release is whole' in whole.stderr and 'without --delta-to' in whole.stderr
+    narrower = run_script(*tool, '--arch', "{'arch': 'dinov2-small', 'embed_dims': 64, 'num_layers': 2, "
+                                           "'num_heads': 2, 'patch_size': 16}", '--img-size', '96')
+    assert narrower.returncode == 1 and 'does not fit ViT5' in narrower.stderr, narrower.stderr
+    assert 'unexpected in checkpoint (' in narrower.stderr and 'blocks.2.' in narrower.stderr
+    assert not out.exists()

@@ -3,15 +3,17 @@ iteration is one optimizer step.
 
 mmengine's ``optim_wrapper.accumulative_counts`` alone makes every iteration a micro-batch,
 so the schedule, EoMT's annealing windows, warm-ups and the val/checkpoint intervals would
-all count micro-batches. :class:`AccumulatingIterBasedTrainLoop` runs ``accumulative_counts``
-micro-batches per iteration instead: every iteration-based setting keeps meaning optimizer
+all count micro-batches. Here ``--accumulate N`` and ``accumulative_counts=N`` in a config
+are one path (:func:`apply_plan`, which ``ViT5Runner.from_cfg`` applies to a config's own
+counts too): :class:`AccumulatingIterBasedTrainLoop` runs ``accumulative_counts``
+micro-batches per iteration: every iteration-based setting keeps meaning optimizer
 steps, hooks run once per step, and a checkpoint can only fall on a step boundary, so a
 resumed run continues exactly where the step ended (the dataloader advances
 ``iter x accumulative_counts`` batches).
 """
 import logging
 import os
-from typing import List, NamedTuple, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 import torch
 from mmengine.logging import print_log
@@ -83,6 +85,31 @@ def batch_plan(cfg, gpus: int, accumulate: str) -> BatchPlan:
                                 f'use a GPU count or train_dataloader.batch_size that divides {target}, or '
                                 f'--accumulate N')
     return BatchPlan(gpus, per_gpu, target // per_step, target)
+
+
+def config_micro_batches(cfg) -> int:
+    """The micro-batches a config asks for itself (mmengine's ``optim_wrapper.accumulative_counts``)."""
+    return int((cfg.get('optim_wrapper') or {}).get('accumulative_counts', 1))
+
+
+def steps_per_epoch(micro_batches_per_epoch: int, micro_batches: int) -> int:
+    """Optimizer steps in one pass over the data: whole steps only, as EoMT counts an
+    epoch (its loader drops the last incomplete batch), at least 1."""
+    return max(1, micro_batches_per_epoch // micro_batches)
+
+
+def check_resumed_plan(saved: Optional[dict], plan: BatchPlan, path: str = 'the checkpoint') -> None:
+    """A run resumes only with the images per iteration it was trained with: every
+    iteration count of the schedule means optimizer steps of that many images."""
+    if not saved:
+        return  # written before checkpoints recorded their plan
+    before = BatchPlan(**{k: saved[k] for k in BatchPlan._fields})
+    if before.images_per_iteration != plan.images_per_iteration:
+        raise AccumulationError(
+            f'cannot resume from {path}: it was trained with {before.describe()}, this run has {plan.describe()}; '
+            f'its schedule, lr and iteration count mean steps of {before.images_per_iteration} images: resume '
+            f'with --accumulate {before.micro_batches} on {before.gpus} GPU(s) x {before.per_gpu} images, or '
+            f'another split of {before.images_per_iteration} images (--accumulate auto)')
 
 
 def apply_plan(cfg, plan: BatchPlan) -> None:
@@ -175,4 +202,4 @@ class AccumulatingIterBasedTrainLoop(IterBasedTrainLoop):
 
 
 __all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'BatchPlan', 'apply_plan', 'batch_plan',
-           'launcher_world_size']
+           'check_resumed_plan', 'config_micro_batches', 'launcher_world_size', 'steps_per_epoch']

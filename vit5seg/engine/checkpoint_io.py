@@ -10,6 +10,12 @@
   ``allow_unsafe_loading(True)`` (``--allow-unsafe``) is the explicit, warned opt-out.
 - :func:`latest_complete_checkpoint` is what ``--resume`` (auto) picks: the newest
   checkpoint in the work dir that is whole, not just what ``last_checkpoint`` names.
+- A checkpoint must fit its model: a tensor whose shape differs from the model's is an
+  error (:class:`CheckpointShapeError`) wherever mmengine loads one (``load_from``, resume,
+  mmseg's ``init_model``, ``MMSegInferencer``, a ``Pretrained`` init). mmengine's loader skips
+  such a tensor with a warning and runs on with its random initial values; a 134-row class
+  head in a 150-class model then predicts noise. Missing and unexpected keys stay mmengine's
+  warnings (a backbone-only file into a segmentor is a normal start).
 """
 import os
 import os.path as osp
@@ -20,7 +26,8 @@ from typing import Optional
 
 import torch
 
-from ..models.checkpoint import read_checkpoint
+from ..models.checkpoint import CheckpointError, read_checkpoint
+from ..models.eomt_release import describe_release
 
 _allow_unsafe = False
 
@@ -78,6 +85,50 @@ def load_from_http(filename, map_location=None, model_dir=None, progress=os.isat
                            progress=progress)
 
 
+class CheckpointShapeError(CheckpointError):
+    """A checkpoint tensor whose shape differs from the model's."""
+
+
+def _unwrapped(module):
+    from mmengine.model import BaseTTAModel, is_model_wrapper
+    while is_model_wrapper(module) or isinstance(module, BaseTTAModel):
+        module = module.module
+    return module
+
+
+def shape_mismatches(module, state_dict) -> list:
+    """``key: checkpoint (shape) vs model (shape)`` for each tensor both hold in other shapes."""
+    own = _unwrapped(module).state_dict()
+    return [f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}' for k, v in state_dict.items()
+            if k in own and hasattr(v, 'shape') and tuple(v.shape) != tuple(own[k].shape)]
+
+
+def _wrap_load_state_dict(load_state_dict):
+    def load_state_dict_of_fitting_shapes(module, state_dict, strict=False, logger=None):
+        mismatched = shape_mismatches(module, state_dict)
+        if mismatched:
+            shown = mismatched[:12] + ([f'... and {len(mismatched) - 12} more'] if len(mismatched) > 12 else [])
+            raise CheckpointShapeError(f'the checkpoint does not fit {type(_unwrapped(module)).__name__}: '
+                                       f'{len(mismatched)} tensor(s) of other shapes: ' + '; '.join(shown))
+        return load_state_dict(module, state_dict, strict, logger)
+    load_state_dict_of_fitting_shapes.__wrapped__ = load_state_dict
+    return load_state_dict_of_fitting_shapes
+
+
+def _wrap_load_checkpoint_to_model(load_checkpoint_to_model):
+    def load_checkpoint_to_fitting_model(model, checkpoint, *args, **kwargs):
+        try:
+            return load_checkpoint_to_model(model, checkpoint, *args, **kwargs)
+        except CheckpointShapeError as e:
+            meta = checkpoint.get('meta') if isinstance(checkpoint, dict) else None
+            release = describe_release(meta) if isinstance(meta, dict) else None
+            if release is None:
+                raise
+            raise CheckpointShapeError(f'{e}. {release}') from None
+    load_checkpoint_to_fitting_model.__wrapped__ = load_checkpoint_to_model
+    return load_checkpoint_to_fitting_model
+
+
 _ITER_CKPT = re.compile(r'^(iter|epoch)_(\d+)\.pth$')
 
 
@@ -120,6 +171,7 @@ def _incomplete(path: str) -> Optional[str]:
 
 
 def install() -> None:
+    import mmengine.infer.infer as infer_mod
     import mmengine.runner.checkpoint as ckpt_mod
     import mmengine.runner.runner as runner_mod
     from mmengine.runner.checkpoint import CheckpointLoader
@@ -127,9 +179,15 @@ def install() -> None:
         wrapped = _wrap_save_checkpoint(ckpt_mod.save_checkpoint)
         ckpt_mod.save_checkpoint = wrapped
         runner_mod.save_checkpoint = wrapped
+    if not hasattr(ckpt_mod.load_state_dict, '__wrapped__'):
+        # every loader of mmengine calls the module's load_state_dict (weight_init imports it at call time)
+        ckpt_mod.load_state_dict = _wrap_load_state_dict(ckpt_mod.load_state_dict)
+        wrapped = _wrap_load_checkpoint_to_model(ckpt_mod._load_checkpoint_to_model)
+        for module in (ckpt_mod, runner_mod, infer_mod):  # each imported it by name
+            module._load_checkpoint_to_model = wrapped
     CheckpointLoader.register_scheme(prefixes='', loader=load_from_local, force=True)
     CheckpointLoader.register_scheme(prefixes=['http://', 'https://'], loader=load_from_http, force=True)
 
 
-__all__ = ['allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
-           'load_from_local', 'load_from_http']
+__all__ = ['CheckpointShapeError', 'allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
+           'load_from_local', 'load_from_http', 'shape_mismatches']

@@ -53,6 +53,11 @@ class UnreadableCheckpoint(CheckpointError, RuntimeError):
     """A truncated file, or one that is no PyTorch checkpoint (torch.load's RuntimeError)."""
 
 
+class NotACheckpoint(UnreadableCheckpoint):
+    """A file whose first bytes are no checkpoint's: a Git LFS pointer, a saved HTML or error
+    page, an image, an empty file."""
+
+
 # Plain containers the authors' training scripts pickle next to the weights
 # (``args``); allowed for ``weights_only`` loading, nothing that can run code.
 _SAFE_GLOBALS = [argparse.Namespace]
@@ -80,7 +85,7 @@ def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256
 def _read_local(path: Path, allow_unsafe: bool, map_location):
     if not path.is_file():
         raise CheckpointNotFound(f'checkpoint {path} does not exist{_where_to_get(path)}')
-    if path.suffix == '.safetensors':
+    if sniff_format(path) == 'safetensors':
         from safetensors.torch import load_file
         device = str(map_location) if isinstance(map_location, (str, torch.device)) else 'cpu'
         try:
@@ -91,8 +96,11 @@ def _read_local(path: Path, allow_unsafe: bool, map_location):
         with torch.serialization.safe_globals(_SAFE_GLOBALS):
             return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
+        reason = _disallowed_global(str(e))
+        if reason is None:  # no code in it: a corrupt pickle, which full unpickling cannot read either
+            raise UnreadableCheckpoint(f'cannot read {path}: truncated or not a PyTorch checkpoint '
+                                       f'({_unpickler_reason(str(e))})') from None
         if not allow_unsafe:
-            reason = str(e).strip().splitlines()[0]
             raise UnsafeCheckpoint(
                 f'refusing to load {path}: it needs unsafe unpickling, which can run code '
                 f'({reason}). If you trust the file, pass allow_unsafe=True '
@@ -102,6 +110,72 @@ def _read_local(path: Path, allow_unsafe: bool, map_location):
         return torch.load(path, map_location=map_location, weights_only=False)
     except (RuntimeError, EOFError, OSError) as e:
         raise UnreadableCheckpoint(f'cannot read {path}: truncated or not a PyTorch checkpoint ({e})') from None
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), '')
+
+
+# torch 2.6+: 'Unsupported global: GLOBAL x was not an allowed global by default', 'Trying to
+# load unsupported GLOBAL posix.system whose module posix is blocked'
+_GLOBAL = re.compile(r'GLOBAL (\S+)')
+
+
+def _disallowed_global(message: str) -> Optional[str]:
+    """The global torch's weights-only unpickler refused (the one sign of code in a pickle), or None."""
+    match = _GLOBAL.search(message)
+    return f'{match.group(1)} is not an allowed global' if match else None
+
+
+def _unpickler_reason(message: str) -> str:
+    """The weights-only unpickler's own finding ('Unsupported operand 60'), not torch's advice around it."""
+    return _first_line(message.split('WeightsUnpickler error:', 1)[-1])
+
+
+# The first bytes of what can sit where a checkpoint is expected. torch.load reads any of
+# these as a pickle and fails with 'invalid load key' or 'Unsupported operand', which says
+# nothing of what the file is; looking first names it.
+_LFS_POINTER = b'version https://git-lfs.github.com/spec/'
+_OTHER_FORMATS = ((b'\x89PNG', 'a PNG image'), (b'\xff\xd8\xff', 'a JPEG image'), (b'\x1f\x8b', 'gzip data'),
+                  (b'BZh', 'bzip2 data'), (b'\xfd7zXZ', 'xz data'), (b'\x93NUMPY', 'a NumPy array'),
+                  (b'\x89HDF', 'an HDF5 file'))
+
+
+def sniff_format(path: Path) -> str:
+    """'zip' (torch.save), 'pickle' (torch's legacy format) or 'safetensors', from the
+    file's first bytes; anything else is :class:`NotACheckpoint`, saying what it is."""
+    with open(path, 'rb') as f:
+        head = f.read(1024)
+    size = path.stat().st_size
+    if head.startswith((b'PK\x03\x04', b'PK\x05\x06')):
+        return 'zip'
+    if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # pickle's PROTO opcode
+        return 'pickle'
+    if len(head) > 8 and head[8:9] == b'{' and 8 + int.from_bytes(head[:8], 'little') <= size:
+        return 'safetensors'  # a little-endian header length, then the JSON header
+    raise NotACheckpoint(f'{path} is not a checkpoint: {_what_it_is(head, size)}')
+
+
+def _what_it_is(head: bytes, size: int) -> str:
+    if size == 0:
+        return 'the file is empty (an interrupted download or copy?)'
+    if head.startswith(_LFS_POINTER):
+        return ('it is a Git LFS pointer, the text a clone without Git LFS leaves in place of the file; fetch the '
+                'real file with `git lfs install && git lfs pull` in that clone, or download the file itself')
+    for magic, name in _OTHER_FORMATS:
+        if head.startswith(magic):
+            return f'it is {name}'
+    try:
+        text = head.decode('utf-8')
+    except UnicodeDecodeError as e:
+        text = head[:e.start].decode('utf-8') if e.start >= len(head) - 4 else None  # a cut multi-byte character
+    if text is not None and text.strip() and all(c.isprintable() or c in '\r\n\t' for c in text):
+        kind = 'an HTML page' if text.lstrip()[:15].lower().startswith(('<!doctype', '<html')) else 'text'
+        line = _first_line(text)
+        line = line if len(line) <= 120 else line[:117] + '...'
+        return (f'it is {kind} ({size} bytes), as a failed or refused download saves it; its first line: '
+                f'{line!r}')
+    return f'its first bytes ({head[:8].hex(" ")}) are no zip, pickle or safetensors header'
 
 
 def _where_to_get(path: Path) -> str:

@@ -7,8 +7,8 @@ import torch
 
 from ..hub import DownloadError
 from .checkpoint import (CheckpointError, check_fits, conversion_options, convert_checkpoint, convert_loaded,
-                         extract_state_dict, fit_options, fit_to_model, read_checkpoint)
-from .eomt_release import convert_eomt_release, is_eomt_release
+                         extract_state_dict, fit_options, fit_to_model, keys_under, read_checkpoint)
+from .eomt_release import convert_eomt_release, is_eomt_release, release_meta
 
 
 def parse_arch(text: str):
@@ -23,7 +23,7 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
     that a ``ViT5(arch=arch, img_size=img_size)`` loads it. An EoMT release becomes a whole
     segmentor checkpoint (``delta_to``: the pretrained backbone a delta release is added
     to). Returns the source layout. Nothing is written when anything fails."""
-    model, options, grid, fit = None, {}, None, {}
+    model, options, grid, fit, extra = None, {}, None, {}, {}
     if arch is not None:
         from .backbones.vit5 import ViT5
         with torch.device('meta'):  # shapes only, no memory
@@ -39,6 +39,11 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
             sd, layout = convert_eomt_release(raw, base=base, num_heads=options.get('num_heads'))
         except CheckpointError as e:
             raise CheckpointError(f'{src}: {e}') from None
+        except (RuntimeError, ValueError) as e:  # --arch's heads cannot split the release's channels
+            raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
+        if model is not None:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
+            check_fits(model, fit_to_model(keys_under(sd, 'backbone.'), grid, **fit), source=f'{src} [{layout}]')
+        extra = dict(eomt_release=release_meta(sd))
         layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
     else:
         if delta_to is not None:
@@ -50,7 +55,7 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
             patch = sd['patch_embed.proj.weight'].shape[-1]   # without --arch: the checkpoint's own patch
             sd = fit_to_model(sd, (img_size // patch, img_size // patch))
     meta = dict(source=str(src), source_layout=layout, ema=use_ema,
-                arch=repr(arch) if arch is not None else None, vit5seg_layout=1)
+                arch=repr(arch) if arch is not None else None, vit5seg_layout=1, **extra)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     torch.save({'state_dict': sd, 'meta': meta}, dst)
     return layout

@@ -11,7 +11,7 @@ probabilities, the criterion's class weights). The DINOv3 release is a delta: Eo
 to zero elsewhere, so the head's values are in the file and only the backbone needs a base.
 """
 import re
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -28,6 +28,56 @@ _HEAD_RENAMES = [
 _DROPPED = re.compile(r'^(network\.encoder\.pixel_(mean|std)|network\.attn_mask_probs|criterion\.)')
 # A trained backbone's LayerNorm weights are of order 1; a fine-tuning delta's near 0.
 _DELTA_NORM_LEVEL = 0.25
+
+
+class ReleaseKind(NamedTuple):
+    task: str
+    dataset: str
+    classes: int       # without the no-object row
+    queries: int
+    configs: str       # the shipped configs it loads into; '' where none is shipped yet
+
+
+# EoMT's releases by what their weights show (class rows, queries): ../shared/eomt-zoo.md, EoMT's yamls
+RELEASE_KINDS = (
+    ReleaseKind('semantic', 'ADE20K', 150, 100, 'configs/eomt/dinov2-large_eomt_ade20k.py (DINOv3: '
+                                                'configs/eomt/dinov3-large_eomt_ade20k.py)'),
+    ReleaseKind('semantic', 'Cityscapes', 19, 100, ''),
+    ReleaseKind('panoptic', 'COCO', 133, 200, ''),
+    ReleaseKind('panoptic', 'ADE20K', 150, 200, ''),
+    ReleaseKind('instance', 'COCO', 80, 200, ''),
+)
+
+
+def release_meta(converted: StateDict) -> dict:
+    """What a converted release is, for the checkpoint's ``meta['eomt_release']``: its task
+    and dataset where the kind is known, classes, queries, patch and position grid."""
+    classes = converted['decode_head.class_head.weight'].shape[0] - 1
+    queries = converted['decode_head.queries.weight'].shape[0]
+    kind = next((k for k in RELEASE_KINDS if (k.classes, k.queries) == (classes, queries)), None)
+    pos = converted.get('backbone.pos_embed')
+    side = int(round(pos.shape[1] ** 0.5)) if pos is not None else None
+    side = side if side and side * side == pos.shape[1] else None  # EoMT's inputs are square
+    patch = converted['backbone.patch_embed.proj.weight'].shape[-1]
+    return dict(task=kind.task if kind else None, dataset=kind.dataset if kind else None, num_classes=classes,
+                num_queries=queries, patch_size=patch, grid=(side, side) if side else None)
+
+
+def describe_release(meta: dict) -> Optional[str]:
+    """One sentence on the EoMT release a checkpoint's ``meta`` records and the configs it fits;
+    None for any other checkpoint."""
+    info = meta.get('eomt_release')
+    if not isinstance(info, dict):
+        return None
+    grid = info.get('grid')
+    shape = (f'{info["num_classes"]} classes, {info["num_queries"]} queries'
+             + (f', a {grid[0]}x{grid[1]} position grid ({grid[0] * info["patch_size"]} px)' if grid else ''))
+    kind = next((k for k in RELEASE_KINDS if (k.task, k.dataset) == (info.get('task'), info.get('dataset'))), None)
+    if kind is None:
+        return f'It is an EoMT release of no known kind ({shape}): give it a config of that many classes and queries'
+    fits = f'it fits {kind.configs}' if kind.configs else \
+        f'it needs a {kind.dataset} {kind.task} config, which this project does not ship yet'
+    return f'It is EoMT\'s {kind.dataset} {kind.task} release ({shape}): {fits}'
 
 
 def is_eomt_release(sd: StateDict) -> bool:
@@ -47,6 +97,10 @@ def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None,
     backbone = keys_under(sd, EOMT_BACKBONE_PREFIX)
     if not backbone:
         raise CheckpointError(f'an EoMT release without {EOMT_BACKBONE_PREFIX}* keys')
+    if base is not None and not looks_like_delta(backbone):
+        raise CheckpointError('--delta-to BASE is for EoMT\'s delta releases (its DINOv3 models), and this release '
+                              'is whole: its backbone\'s LayerNorm weights are of order 1, as trained weights are; '
+                              'convert it without --delta-to')
     if base is None and looks_like_delta(backbone):
         raise CheckpointError('the backbone\'s LayerNorm weights are near 0: this is a delta release (EoMT\'s '
                               'DINOv3 models); give the pretrained DINOv3 weights it was trained from with '
