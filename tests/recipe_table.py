@@ -12,7 +12,8 @@ The blocks below compose as the sources do (a protocol, then a size, then a fami
 entry keeping the source it was written from.
 """
 import itertools
-from typing import Dict, Tuple
+import re
+from typing import Dict, NamedTuple, Tuple
 
 Pin = Tuple[object, str]
 
@@ -298,14 +299,37 @@ def lr_by_layer(lr: float, rate: float, depth: int, numbering: str) -> Tuple[str
     the rest depth + 1) and EoMT's (training/lightning_module.py: block j gets rate ** (depth - 1 - j),
     embeddings as block 0, everything after the blocks the full rate)."""
     if numbering == 'beit':
-        exponents = {'embeddings': depth + 1, 'block 0': depth, f'block {depth - 1}': 1, 'head and neck': 0}
+        exponents = {'embeddings': depth + 1, **{f'block {j}': depth - j for j in range(depth)}, 'head and neck': 0}
     else:
-        exponents = {'embeddings': depth - 1, 'block 0': depth - 1, f'block {depth - 1}': 0, 'head and neck': 0}
+        exponents = {'embeddings': depth - 1, **{f'block {j}': depth - 1 - j for j in range(depth)},
+                     'head and neck': 0}
     return tuple(f'{name} {lr * rate ** e:.4g}' for name, e in exponents.items())
 
 
-NO_DECAY = ('1-d tensors (norms, biases, LayerScale), pos_embed, cls_token, reg_token, query_embed.weight, '
-            'query_feat.weight, level_embed.weight')
+NO_DECAY_NAMES = ('pos_embed', 'cls_token', 'reg_token')
+NO_DECAY_HEAD_EMBEDDINGS = ('query_embed.weight', 'query_feat.weight', 'level_embed.weight')
+
+
+class DecayRule(NamedTuple):
+    """The protocol's weight decay, applied by tests/test_recipes.py to the config's own model
+    (built there on the meta device): ``weight_decay`` on every parameter but the 1-d ones
+    (norms, biases, LayerScale gammas), biases, the cls/register tokens and pos_embed, and (as
+    mmseg's Mask2Former configs) query/level embeddings; EoMT decays every parameter."""
+    weight_decay: float
+    decay_all: bool = False
+
+    def exempt(self, name: str, shape) -> bool:
+        return not self.decay_all and (len(shape) == 1 or name.endswith('.bias') or name.endswith(
+            NO_DECAY_HEAD_EMBEDDINGS) or name.split('.')[-1] in NO_DECAY_NAMES)
+
+    def expect(self, named_shapes) -> Dict[str, object]:
+        """The card's 'weight decay' and 'no weight decay on' for these (name, shape) pairs;
+        block and layer indices shown as ``*``."""
+        exempt = [name for name, shape in named_shapes if self.exempt(name, shape)]
+        counts = {0.0: len(exempt), self.weight_decay: len(named_shapes) - len(exempt)}
+        return {'weight decay': tuple(f'{d:g} on {n} tensors' for d, n in sorted(counts.items()) if n),
+                'no weight decay on': tuple(sorted({re.sub(r'\.\d+(?=\.)', '.*', n) for n in exempt}))
+                or 'nothing: every parameter decays'}
 
 
 def protocol_optimizer(depth: int, ld: float = None) -> Dict[str, Pin]:
@@ -317,7 +341,7 @@ def protocol_optimizer(depth: int, ld: float = None) -> Dict[str, Pin]:
         pin(source, 'optim_wrapper.optimizer', type='AdamW', lr=lr, betas=(0.9, 0.999), weight_decay=wd),
         pin(source, 'optim_wrapper.paramwise_cfg', layer_decay_rate=rate),
         pins(f'{P_OPT}: no weight decay on norms, biases, LayerScale gammas, cls/register tokens and pos_embed '
-             '(and, as mmseg\'s Mask2Former configs, query/level embeddings)', {'no weight decay on': NO_DECAY}),
+             '(and, as mmseg\'s Mask2Former configs, query/level embeddings)', {'weight decay': DecayRule(wd)}),
         pins(DERIVED, {'lr used': lr, 'lr by layer': lr_by_layer(lr, rate, depth, 'beit'), 'precision': 'float32',
                        'torch.compile': False}),
     )
@@ -611,7 +635,7 @@ def eomt_optimisation(depth: int, size: str) -> Dict[str, Pin]:
         pins(f'{EOMT_SEMANTIC}: poly_power 0.9 (the annealing ramp too)', {'mask annealing power': 0.9}),
         pins(f'{lr}; training/lightning_module.py: block i at llrd ** (depth - 1 - i), the rest at lr',
              {'lr by layer': lr_by_layer(0.0001, 0.8, depth, 'eomt'), 'lr used': 0.0001,
-              'no weight decay on': 'nothing: every parameter decays (decay_all)'}),
+              'weight decay': DecayRule(0.05, decay_all=True)}),
         pins(DERIVED, {'precision': 'bfloat16 autocast', 'torch.compile': False}),
     )
 
@@ -808,3 +832,27 @@ EXPECTED['tiny/dinov3_eomt_synthetic.py'] = join(EXPECTED['tiny/vit5_eomt_synthe
 EXPECTED['tiny/dinov2_upernet_synthetic.py'] = join(
     EXPECTED['tiny/vit5_upernet_synthetic.py'], dinov2_switches(),
     pin(f'{TINY}: 7 patches of 14', 'model.backbone', arch='dinov2-small-reg4', img_size=98))
+
+
+# --- what the trainer builds from the values above (the card reads it from the built objects) ---
+def run_pins(entry: Dict[str, Pin]) -> Dict[str, Pin]:
+    """The train loop, what max_iters counts and each scheduler's span in optimizer steps, from
+    the entry's own pins: the accumulating loop wherever a step has several micro-batches."""
+    value = {k: v for k, (v, _) in entry.items()}
+    images, micro = value['images per iteration'], value['micro-batches per step']
+    steps = []
+    for i in itertools.count():
+        if f'param_scheduler.{i}.type' not in value:
+            break
+        begin, end = value.get(f'param_scheduler.{i}.begin', 0), value[f'param_scheduler.{i}.end']
+        steps.append(f'{value[f"param_scheduler.{i}.type"]} lr steps {begin}-{end}')
+    return pins(DERIVED, {
+        'train loop': 'AccumulatingIterBasedTrainLoop' if micro > 1 else value['train_cfg.type'],
+        'max_iters counts': f'{value["train_cfg.max_iters"]} optimizer steps of {images} images ({micro} '
+                            f'micro-batch(es) each)',
+        'schedulers in optimizer steps': tuple(steps),
+    })
+
+
+for _name, _entry in EXPECTED.items():
+    _entry.update(run_pins(_entry))

@@ -6,6 +6,7 @@ import argparse
 from mmengine.config import Config, DictAction
 
 import vit5seg  # noqa: F401  (lets mmseg:: bases resolve)
+from vit5seg.engine.accumulation import config_micro_batches
 from vit5seg.engine.recipe import protocol_gpus, recipe_card
 
 
@@ -20,15 +21,17 @@ def main():
     parser.add_argument('--gpus', type=int,
                         help='with --card: training processes (default: the config\'s own, base_batch_size / '
                              'train_dataloader.batch_size)')
-    parser.add_argument('--accumulate', default='auto', metavar='auto|N',
-                        help='with --card: as tools/train.py --accumulate (default auto, as dist_train.sh, '
+    parser.add_argument('--accumulate', metavar='auto|N',
+                        help='with --card: as tools/train.py --accumulate (default: the config\'s own '
+                             'optim_wrapper.accumulative_counts where it sets one, else auto, as dist_train.sh, '
                              'slurm_train.sh and run_seeds.py pass it; a plain tools/train.py run is 1)')
     args = parser.parse_args()
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     if args.card:
-        print(recipe_card(cfg, args.gpus or protocol_gpus(cfg), args.accumulate, args.config).text())
+        accumulate = args.accumulate or (str(config_micro_batches(cfg)) if config_micro_batches(cfg) > 1 else 'auto')
+        print(recipe_card(cfg, args.gpus or protocol_gpus(cfg), accumulate, args.config).text())
     else:
         print(cfg.pretty_text)
     if args.save:

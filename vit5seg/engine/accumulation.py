@@ -92,12 +92,6 @@ def config_micro_batches(cfg) -> int:
     return int((cfg.get('optim_wrapper') or {}).get('accumulative_counts', 1))
 
 
-def steps_per_epoch(micro_batches_per_epoch: int, micro_batches: int) -> int:
-    """Optimizer steps in one pass over the data: whole steps only, as EoMT counts an
-    epoch (its loader drops the last incomplete batch), at least 1."""
-    return max(1, micro_batches_per_epoch // micro_batches)
-
-
 def check_resumed_plan(saved: Optional[dict], plan: BatchPlan, path: str = 'the checkpoint') -> None:
     """A run resumes only with the images per iteration it was trained with: every
     iteration count of the schedule means optimizer steps of that many images."""
@@ -202,4 +196,4 @@ class AccumulatingIterBasedTrainLoop(IterBasedTrainLoop):
 
 
 __all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'BatchPlan', 'apply_plan', 'batch_plan',
-           'check_resumed_plan', 'config_micro_batches', 'launcher_world_size', 'steps_per_epoch']
+           'check_resumed_plan', 'config_micro_batches', 'launcher_world_size']

@@ -9,21 +9,28 @@ first (``ViT5Runner`` keeps it in the run's saved config as ``recipe_card``). It
 - every value of the keys the Runner reads (model, dataloaders, optimizer, schedulers,
   hooks, evaluators, ...), flattened to the dotted paths ``--cfg-options`` takes, plus the
   defaults the backbone and each data transform fill in for what the config leaves out;
-- what follows from them: the lr of each layer under layer decay, the parameters without
-  weight decay, EoMT's annealing windows in iterations, the scale rule of the augmentation,
-  the precision and ``torch.compile``.
+- what the trainer builds from them, read from the built objects (:mod:`.run_objects`; the
+  Runner's own in a training's log): the lr and weight decay of every param group after
+  scaling (by layer where layer decay applies), the parameters without weight decay, each
+  scheduler's begin and end in optimizer steps, the train loop and what ``max_iters`` counts;
+- what follows from the config: EoMT's annealing windows in iterations, the scale rule of
+  the augmentation, the precision and ``torch.compile``.
 
 ``tests/test_recipes.py`` pins every value of every shipped config's card to its source.
 """
+import copy
 import inspect
+import re
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence
+
+from mmengine.optim.scheduler.param_scheduler import INF
 
 from ..models.backbones.vit5 import ViT5, resolve_arch
 from ..models.eomt import EoMTHead
 from ..paths import describe_code
-from .accumulation import BatchPlan, batch_plan
+from .accumulation import BatchPlan, apply_plan, batch_plan
 from .eomt import EoMTMaskAnnealingHook, annealing_windows
-from .optim_constructor import NO_DECAY_HEAD_EMBEDDINGS, NO_DECAY_NAMES, decay_exponent
+from .run_objects import RunObjects, build_run_objects, lr_scale, wrappers
 
 # What mmengine's Runner.from_cfg reads (and test.py --tta): a config's other top-level names
 # (crop_size, width, ...) only matter through these.
@@ -126,15 +133,6 @@ def _section(key: str) -> str:
     return 'runtime'
 
 
-def lr_scale(plan: BatchPlan, auto_scale_lr: Optional[dict]) -> float:
-    """The factor on every lr: images per iteration / ``base_batch_size`` where
-    ``auto_scale_lr.enable`` (micro-batches count: the optimizer steps once over all of
-    them), else 1."""
-    if not auto_scale_lr or not auto_scale_lr.get('enable', False):
-        return 1.0
-    return plan.images_per_iteration / auto_scale_lr['base_batch_size']
-
-
 def batch_warnings(plan: BatchPlan, auto_scale_lr: Optional[dict]) -> List[str]:
     """One line where the images per iteration differ from the config's."""
     if plan.target is None or plan.images_per_iteration == plan.target:
@@ -170,32 +168,77 @@ def _backbone_rows(backbone: dict) -> Iterator[Row]:
         yield Row('model', f'model.backbone.{name}', value, 'default')
 
 
-def _optimizer_rows(cfg, scale: float) -> Iterator[Row]:
-    wrapper = cfg.get('optim_wrapper', {})
-    optimizer = wrapper.get('optimizer', {})
-    lr = optimizer.get('lr')
-    if lr is None:
-        return
-    yield Row('batch and lr', 'lr used', _plain(lr * scale), 'derived')
-    paramwise = wrapper.get('paramwise_cfg') or {}
-    if wrapper.get('constructor') != 'ViT5OptimWrapperConstructor':
-        return
-    backbone = cfg.model.get('backbone', {})
-    if backbone.get('type') != 'ViT5':
-        return
-    depth = _vit5_preset(backbone)[2]['num_layers']
-    rate = float(paramwise.get('layer_decay_rate', 1.0))
-    numbering = paramwise.get('layer_numbering', 'beit')
-    layers = {'embeddings': 0, 'block 0': 1, f'block {depth - 1}': depth, 'head and neck': depth + 1}
-    yield Row('optimizer', 'lr by layer', tuple(
-        f'{name} {lr * scale * rate ** decay_exponent(i, depth, numbering):.4g}' for name, i in layers.items()),
-        'derived')
-    if paramwise.get('decay_all', False):
-        exempt = 'nothing: every parameter decays (decay_all)'
-    else:
-        exempt = ('1-d tensors (norms, biases, LayerScale), ' + ', '.join(NO_DECAY_NAMES) + ', '
-                  + ', '.join(NO_DECAY_HEAD_EMBEDDINGS))
-    yield Row('optimizer', 'no weight decay on', exempt, 'derived')
+def _lr_used(cfg, scale: float) -> Iterator[Row]:
+    lr = cfg.get('optim_wrapper', {}).get('optimizer', {}).get('lr')
+    if lr is not None:
+        yield Row('batch and lr', 'lr used', _plain(lr * scale), 'derived')
+
+
+def _names(model) -> Dict[int, str]:
+    return {id(p): name for name, p in model.named_parameters()}
+
+
+def _pattern(name: str) -> str:
+    """A parameter name with its block and layer indices as ``*``: one line for all blocks."""
+    return re.sub(r'\.\d+(?=\.)', '.*', name)
+
+
+def _layer_name(layer_id: int, last: int) -> str:
+    return 'embeddings' if layer_id == 0 else 'head and neck' if layer_id == last else f'block {layer_id - 1}'
+
+
+def _group_rows(optim_wrapper, model) -> Iterator[Row]:
+    """Each param group's lr (the base the schedulers start from, after scaling) and weight
+    decay, read from the optimizer the constructor built."""
+    names = _names(model)
+    for index, wrapper in enumerate(wrappers(optim_wrapper)):
+        suffix = f' ({index})' if index else ''
+        groups = wrapper.optimizer.param_groups
+        lr_of = [g.get('initial_lr', g['lr']) for g in groups]
+        if all('layer_id' in g for g in groups):
+            last = max(g['layer_id'] for g in groups)
+            by_layer = {}
+            for group, lr in zip(groups, lr_of):
+                by_layer.setdefault(group['layer_id'], set()).add(lr)
+            yield Row('optimizer', f'lr by layer{suffix}', tuple(
+                f'{_layer_name(i, last)} ' + '/'.join(f'{lr:.4g}' for lr in sorted(lrs))
+                for i, lrs in sorted(by_layer.items())), 'derived')
+        else:
+            counts = {}
+            for group, lr in zip(groups, lr_of):
+                counts[lr] = counts.get(lr, 0) + len(group['params'])
+            yield Row('optimizer', f'lr by group{suffix}', tuple(f'{lr:.4g}: {n} tensors' for lr, n in counts.items()),
+                      'derived')
+        decays, exempt = {}, set()
+        for group in groups:
+            decay = group.get('weight_decay', 0.0)
+            decays[decay] = decays.get(decay, 0) + len(group['params'])
+            if not decay:
+                exempt.update(_pattern(names.get(id(p), '?')) for p in group['params'])
+        yield Row('optimizer', f'weight decay{suffix}', tuple(f'{d:g} on {n} tensors' for d, n in sorted(decays.items())),
+                  'derived')
+        yield Row('optimizer', f'no weight decay on{suffix}',
+                  tuple(sorted(exempt)) or 'nothing: every parameter decays', 'derived')
+
+
+def _schedule_rows(run: RunObjects, plan: BatchPlan) -> Iterator[Row]:
+    yield Row('schedule', 'train loop', run.loop, 'derived')
+    yield Row('schedule', 'max_iters counts', f'{run.max_iters} optimizer steps of {plan.images_per_iteration} '
+                                               f'images ({plan.micro_batches} micro-batch(es) each)', 'derived')
+    if run.epoch is not None:
+        yield Row('schedule', 'an epoch', run.epoch, 'derived')
+    steps = []
+    for scheduler in run.schedulers:
+        end = 'the end' if scheduler.end >= INF else scheduler.end
+        unit = 'epochs' if scheduler.by_epoch else 'steps'
+        steps.append(f'{type(scheduler).__name__} {scheduler.param_name} {unit} {scheduler.begin}-{end}')
+    if steps:
+        yield Row('schedule', 'schedulers in optimizer steps', tuple(steps), 'derived')
+
+
+def run_rows(run: RunObjects, plan: BatchPlan) -> List[Row]:
+    """The card's rows read from what the trainer built (:class:`RunObjects`)."""
+    return [*_group_rows(run.optim_wrapper, run.model), *_schedule_rows(run, plan)]
 
 
 def _window_rows(cfg) -> Iterator[Row]:
@@ -312,18 +355,23 @@ def _component_lines(rows: List[Row]) -> List[str]:
     return [e if isinstance(e, str) else _component_line(*e) for e in entries]
 
 
-def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '') -> RecipeCard:
+def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '',
+                run: Optional[RunObjects] = None, build: bool = True) -> RecipeCard:
     """The card of ``cfg`` (an mmengine Config, ``--cfg-options`` applied) launched on
     ``gpus`` processes with ``accumulate`` ('auto' or a number of micro-batches, as
-    ``tools/train.py --accumulate``)."""
+    ``tools/train.py --accumulate``). ``run``: the objects the trainer built (the Runner's
+    own); else they are built here (:func:`build_run_objects`), unless ``build=False``
+    (the config's values only)."""
     plan = batch_plan(cfg, gpus, accumulate)
+    cfg = copy.deepcopy(cfg)
+    apply_plan(cfg, plan)  # the loop and accumulative_counts the run trains with
     scale = lr_scale(plan, cfg.get('auto_scale_lr'))
     rows = [Row('batch and lr', 'GPUs', plan.gpus, 'derived'),
             Row('batch and lr', 'images per GPU', plan.per_gpu, 'derived'),
             Row('batch and lr', 'micro-batches per step', plan.micro_batches, 'derived'),
             Row('batch and lr', 'images per iteration', plan.images_per_iteration, 'derived'),
             Row('batch and lr', 'lr scale', scale, 'derived')]
-    rows += _optimizer_rows(cfg, scale)
+    rows += _lr_used(cfg, scale)
     for top in RUNNER_KEYS:
         if top not in cfg:
             continue
@@ -339,6 +387,10 @@ def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '') 
         if top == 'tta_pipeline':
             rows += [Row('evaluation', key, value, 'default') for key, value in _transform_defaults(cfg[top], top)]
     rows += _backbone_rows(cfg.model.get('backbone', {}))
+    if run is None and build and cfg.get('optim_wrapper') and cfg.get('train_cfg'):
+        run = build_run_objects(cfg, plan)
+    if run is not None:
+        rows += run_rows(run, plan)
     rule = _scale_rule(cfg.get('train_dataloader', {}).get('dataset', {}).get('pipeline'))
     if rule:
         rows.append(Row('train data', 'scale rule', rule, 'derived'))
@@ -356,4 +408,4 @@ def protocol_gpus(cfg) -> int:
     return target // per_gpu if target and target % per_gpu == 0 else 1
 
 
-__all__ = ['RecipeCard', 'Row', 'batch_warnings', 'lr_scale', 'protocol_gpus', 'recipe_card']
+__all__ = ['RecipeCard', 'Row', 'batch_warnings', 'lr_scale', 'protocol_gpus', 'recipe_card', 'run_rows']

@@ -13,35 +13,27 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
   (mmengine's conversion counts micro-batches, which stretched it k-fold).
 - Every checkpoint records the run's :class:`BatchPlan` (``meta['batch_plan']``); resuming
   under other images per iteration is one error (:class:`BatchPlanHook`).
-- The recipe card (:mod:`vit5seg.engine.recipe`) is the first thing ``train()`` logs, with a
-  warning where the images per iteration differ from the config's, and goes into the config
-  the run saves as ``recipe_card``.
+- The recipe card (:mod:`vit5seg.engine.recipe`), read from the optimizer wrapper, schedulers
+  and loop this Runner built, is the first thing a training logs (:class:`RecipeCardHook`),
+  with a warning where the images per iteration differ from the config's, and goes into the
+  config the run saves as ``recipe_card``.
 """
 import copy
 from typing import Sequence
 
 from mmengine.hooks import Hook
-from mmengine.optim import OptimWrapperDict
-from mmengine.registry import PARAM_SCHEDULERS
-from mmengine.runner import Runner
+from mmengine.model import is_model_wrapper
+from mmengine.runner import BaseLoop, IterBasedTrainLoop, Runner
 from mmseg.registry import RUNNERS
 
-from .accumulation import (LOOP_TYPE, AccumulatingIterBasedTrainLoop, BatchPlan, apply_plan, batch_plan, check_resumed_plan, config_micro_batches,
-                           steps_per_epoch)
-from .recipe import lr_scale, recipe_card
-
-
-def _card(cfg, gpus: int):
-    micro = cfg.optim_wrapper.get('accumulative_counts', 1)
-    return recipe_card(cfg, gpus, str(micro), config=cfg.filename or '')
+from .accumulation import LOOP_TYPE, BatchPlan, apply_plan, batch_plan, check_resumed_plan, config_micro_batches
+from .recipe import recipe_card
+from .run_objects import (RunObjects, build_schedulers, converts_epochs, describe_epoch, epoch_steps, scale_lrs,
+                          wrappers)
 
 
 def _trains(cfg) -> bool:
     return bool(cfg.get('train_cfg') and cfg.get('train_dataloader') and cfg.get('optim_wrapper'))
-
-
-def _wrappers(optim_wrapper) -> list:
-    return list(optim_wrapper.values()) if isinstance(optim_wrapper, OptimWrapperDict) else [optim_wrapper]
 
 
 class BatchPlanHook(Hook):
@@ -55,6 +47,37 @@ class BatchPlanHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         if getattr(runner, '_resume', False):
             check_resumed_plan(checkpoint.get('meta', {}).get('batch_plan'), runner.batch_plan)
+
+
+class RecipeCardHook(Hook):
+    """Logs the recipe card of the run before its first step, read from the objects the Runner
+    built (optimizer wrapper, schedulers, train loop: ``before_run`` comes after them), with a
+    warning where the images per iteration differ from the config's, and saves it with the
+    run's config as ``recipe_card``. ``ViT5Runner`` registers it."""
+    priority = 'HIGHEST'
+
+    def before_run(self, runner) -> None:
+        if not (isinstance(runner._train_loop, BaseLoop) and _trains(runner.cfg)):
+            return  # a test or validation run
+        plan = runner.batch_plan
+        specs = runner.cfg.get('param_scheduler') or []
+        epoch = None
+        if any(converts_epochs(s) for s in (specs if isinstance(specs, Sequence) else [specs])):
+            size = len(runner.train_dataloader.dataset)
+            epoch = describe_epoch(size, plan, epoch_steps(size, plan))
+        schedulers = runner.param_schedulers or []
+        if isinstance(schedulers, dict):
+            schedulers = [s for group in schedulers.values() for s in group]
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        run = RunObjects(model, runner.optim_wrapper, list(schedulers), type(runner.train_loop).__name__,
+                         runner.max_iters, epoch)
+        card = recipe_card(runner.cfg, plan.gpus, str(plan.micro_batches), config=runner.cfg.filename or '', run=run)
+        text = card.text()
+        runner.logger.info(text)
+        for warning in card.warnings:
+            runner.logger.warning(warning)
+        runner.cfg.recipe_card = text.splitlines()
+        runner.dump_config()  # again, now with the card (Runner.__init__ wrote it without)
 
 
 @RUNNERS.register_module()
@@ -74,6 +97,7 @@ class ViT5Runner(Runner):
     def register_hooks(self, default_hooks=None, custom_hooks=None) -> None:
         super().register_hooks(default_hooks, custom_hooks)
         self.register_hook(BatchPlanHook())
+        self.register_hook(RecipeCardHook())
 
     @property
     def batch_plan(self) -> BatchPlan:
@@ -81,54 +105,31 @@ class ViT5Runner(Runner):
         loader, wrapper = self._train_dataloader, self.optim_wrapper
         per_gpu = loader['batch_size'] if isinstance(loader, dict) else loader.batch_size
         micro = wrapper.get('accumulative_counts', 1) if isinstance(wrapper, dict) else \
-            _wrappers(wrapper)[0]._accumulative_counts
+            wrappers(wrapper)[0]._accumulative_counts
         target = (self.auto_scale_lr or {}).get('base_batch_size')
         return BatchPlan(self.world_size, per_gpu, micro, target or self.world_size * per_gpu * micro)
 
     def _build_param_scheduler(self, scheduler, optim_wrapper) -> list:
         """mmengine's, with an epoch of a by-epoch scheduler converted to iterations as the
-        optimizer steps of one pass over the data: under the accumulating loop an iteration
-        is ``accumulative_counts`` micro-batches (mmengine divides by none)."""
-        micro = getattr(optim_wrapper, '_accumulative_counts', 1)
-        if micro == 1 or not isinstance(self.train_loop, AccumulatingIterBasedTrainLoop):
+        optimizer steps of one pass over the data (:func:`epoch_steps`). mmengine converts with
+        ``len(train_dataloader)``, micro-batches of one rank over the whole dataset: under
+        ``--accumulate k`` on n GPUs an epoch lasted k x n times too long."""
+        if not isinstance(self.train_loop, IterBasedTrainLoop):
             return super()._build_param_scheduler(scheduler, optim_wrapper)
-        epoch_length = steps_per_epoch(len(self.train_dataloader), micro)
-        built = []
-        for item in (scheduler if isinstance(scheduler, Sequence) else [scheduler]):
-            if isinstance(item, dict):
-                item = copy.deepcopy(item)
-                item.setdefault('end', self.max_epochs if item.get('by_epoch', True) else self.max_iters)
-                item = PARAM_SCHEDULERS.build(item, default_args=dict(optimizer=optim_wrapper,
-                                                                      epoch_length=epoch_length))
-            built.append(item)
-        return super()._build_param_scheduler(built, optim_wrapper)
-
-    def train(self):
-        """mmengine's train(), which first logs the recipe card (with a warning where the images
-        per iteration differ from the config's) and saves it with the run's config."""
-        if _trains(self.cfg):
-            card = _card(self.cfg, self.world_size)  # the processes started: this run's own count
-            text = card.text()
-            self.logger.info(text)
-            for warning in card.warnings:
-                self.logger.warning(warning)
-            self.cfg.recipe_card = text.splitlines()
-            self.dump_config()  # again, now with the card (Runner.__init__ wrote it without)
-        return super().train()
+        specs = scheduler if isinstance(scheduler, Sequence) else [scheduler]
+        epoch_length = None
+        if any(converts_epochs(s) for s in specs):
+            epoch_length = epoch_steps(len(self.train_dataloader.dataset), self.batch_plan)
+        return build_schedulers(specs, optim_wrapper, epoch_length, self.max_iters)
 
     def scale_lr(self, optim_wrapper, auto_scale_lr=None) -> None:
         """Every lr times images per iteration / ``base_batch_size`` (micro-batches
         included) where ``auto_scale_lr.enable``."""
         if not auto_scale_lr or not auto_scale_lr.get('enable', False):
             return
-        loader = self._train_dataloader
-        per_gpu = loader['batch_size'] if isinstance(loader, dict) else loader.batch_size
-        for wrapper in _wrappers(optim_wrapper):
-            plan = BatchPlan(self.world_size, per_gpu, wrapper._accumulative_counts, auto_scale_lr['base_batch_size'])
-            ratio = lr_scale(plan, auto_scale_lr)
-            self.logger.info(f'auto_scale_lr: {plan.describe()}; base_batch_size {plan.target}: every lr x {ratio:g}')
-            for group in wrapper.optimizer.param_groups:
-                group['lr'] = group['lr'] * ratio
+        plan = self.batch_plan
+        ratio = scale_lrs(optim_wrapper, plan, auto_scale_lr)
+        self.logger.info(f'auto_scale_lr: {plan.describe()}; base_batch_size {plan.target}: every lr x {ratio:g}')
 
 
-__all__ = ['BatchPlanHook', 'ViT5Runner']
+__all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner']
