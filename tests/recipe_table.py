@@ -38,14 +38,18 @@ MMSEG_ADE = f'{MMSEG} configs/_base_/datasets/ade20k.py'
 MMSEG_RUNTIME = f'{MMSEG} configs/_base_/default_runtime.py'
 MMSEG_SCHEDULE = f'{MMSEG} configs/_base_/schedules/schedule_160k.py'
 MMSEG_80K = f'{MMSEG} configs/_base_/schedules/schedule_80k.py'
-MMSEG_VIT_UPERNET = f'{MMSEG} configs/_base_/models/upernet_vit-b16_mln.py'
+MMSEG_VIT_UPERNET = f'{MMSEG} configs/_base_/models/upernet_vit-b16_ln_mln.py'
 MMCV_LOAD = 'mmcv 2.1 LoadImageFromFile defaults'
 MMSEG_DEFAULT = f'{MMSEG} transform defaults'
 OURS = 'vit5seg (docs/reliability.md, docs/data.md): checks and hooks that compute nothing of the model'
 RUNNER = 'vit5seg.engine.runner: the lr follows the images per iteration (issue #38)'
 DERIVED = 'follows from the values above'
-TINY = 'configs/tiny: the protocol shrunk for 2 CPU cores (docs/configs.md, tiny twins)'
+TINY = ('this project\'s CPU shrink of the protocol, no paper\'s value: sized to train on 2 CPU cores in the tests '
+        '(docs/configs.md, tiny twins)')
 WEIGHTS_VIT5 = 'the authors\' ImageNet-1k weights (docs/checkpoints.md)'
+MAE_FINETUNE = 'facebookresearch/mae FINETUNE.md: --layer_decay 0.65 for ViT-B, 0.75 for ViT-L'
+KEEP_CKPTS = ('vit5seg: the 3 newest interval checkpoints kept (disk; the best mIoU is kept apart by save_best), '
+              'no value of mmseg\'s schedules')
 WEIGHTS_DEIT3 = 'DeiT-III ImageNet-1k weights, the fair twin (segmentation protocol)'
 
 
@@ -339,7 +343,7 @@ def protocol_optimizer(depth: int, ld: float = None) -> Dict[str, Pin]:
     return join(
         pin(source, 'optim_wrapper', type='OptimWrapper', constructor='ViT5OptimWrapperConstructor'),
         pin(source, 'optim_wrapper.optimizer', type='AdamW', lr=lr, betas=(0.9, 0.999), weight_decay=wd),
-        pin(source, 'optim_wrapper.paramwise_cfg', layer_decay_rate=rate),
+        pin(MAE_FINETUNE if rate == 0.75 else source, 'optim_wrapper.paramwise_cfg', layer_decay_rate=rate),
         pins(f'{P_OPT}: no weight decay on norms, biases, LayerScale gammas, cls/register tokens and pos_embed '
              '(and, as mmseg\'s Mask2Former configs, query/level embeddings)', {'weight decay': DecayRule(wd)}),
         pins(DERIVED, {'lr used': lr, 'lr by layer': lr_by_layer(lr, rate, depth, 'beit'), 'precision': 'float32',
@@ -357,7 +361,7 @@ def protocol_schedule(iters: int = 160000, interval: int = 16000, source: str = 
         pin(source, 'param_scheduler.1', end=iters),
         pin(source, 'default_hooks.checkpoint', type='CheckpointHook', by_epoch=False, interval=interval,
             save_best='mIoU'),
-        pin(MMSEG_SCHEDULE, 'default_hooks.checkpoint', max_keep_ckpts=3),
+        pin(KEEP_CKPTS, 'default_hooks.checkpoint', max_keep_ckpts=3),
     )
 
 
@@ -398,7 +402,7 @@ for _family in ('vit5', 'deit3'):
               'large': f'{_family}/{_family}-large_upernet_ade20k.py'}
     for _size, _path in _sizes.items():
         EXPECTED[_path] = ade20k_upernet(_family, _size)
-        # _ld: 0.65 for S and B (the protocol's B value), 0.75 for L (MAE's value for 24 blocks)
+        # _ld: 0.65 for S and B (the protocol's B value), 0.75 for L (MAE's ViT-L fine-tuning, MAE_FINETUNE)
         EXPECTED[f'{_family}/{_family}-{_size}_upernet_ade20k_ld.py'] = ade20k_upernet(
             _family, _size, ld=0.75 if _size == 'large' else 0.65)
     for _dtype, _tag in (('bfloat16', 'bf16'), ('float16', 'fp16')):
@@ -409,8 +413,9 @@ for _family in ('vit5', 'deit3'):
 # DINOv2 / DINOv3 in the same protocol, tapped where their own dense heads tap
 DINOV_TAPS = {
     'dinov2': ({12: (2, 5, 8, 11), 24: (4, 11, 17, 23)}, 'facebookresearch/dinov2 dinov2/hub/depthers.py out_index'),
-    'dinov3': ({12: (2, 5, 8, 11), 24: (5, 11, 17, 23)},
-               'facebookresearch/dinov3 dinov3/eval/segmentation/models FOUR_EVEN_INTERVALS'),
+    'dinov3': ({12: (2, 5, 8, 11), 24: (4, 11, 17, 23)},
+               'facebookresearch/dinov3 dinov3/eval/segmentation/models/__init__.py _get_backbone_out_indices '
+               'FOUR_EVEN_INTERVALS: i * (n // 4) - 1, and [4, 11, 17, 23] for 24 blocks'),
 }
 for _family, (_taps, _source) in DINOV_TAPS.items():
     for _size in ('small', 'base', 'large'):
@@ -547,12 +552,13 @@ EXPECTED['heads/vit5_mask2former_ade20k.py'] = join(
 
 
 # --- EoMT on ADE20K: EoMT's recipe (its ADE20K ViT-L yaml, its code's defaults) ---------------
-EOMT_ITERS = 39120  # 31 epochs (the yaml's max_epochs); its windows end at 32600 = 5/6 of it
+EOMT_ADE_EPOCH = 20210 // 16  # EoMT's datasets/ade20k_semantic.py: batch_size 16, drop_last=True: 1263
+EOMT_ITERS = 31 * EOMT_ADE_EPOCH  # the yaml's max_epochs 31: 39153
 EOMT_WINDOWS = {
     # the yaml's attn_mask_annealing_start_steps / end_steps: consecutive sixths, the first block first
     'large': ((6520, 13040, 19560, 26080), (13040, 19560, 26080, 32600), EOMT_YAML),
     # EoMT's COCO S/B recipe in twelfths of this schedule: 2 of 12 each, 1-twelfth gaps, the last ending at 10/12
-    'base': tuple(tuple(EOMT_ITERS // 12 * t for t in ts) for ts in ((2, 5, 8), (4, 7, 10))) + (EOMT_COCO_S,),
+    'base': tuple(tuple(round(EOMT_ITERS * t / 12) for t in ts) for ts in ((2, 5, 8), (4, 7, 10))) + (EOMT_COCO_S,),
 }
 EOMT_WINDOWS['small'] = EOMT_WINDOWS['base']
 
@@ -622,13 +628,15 @@ def eomt_optimisation(depth: int, size: str) -> Dict[str, Pin]:
         pin(lr, 'optim_wrapper.paramwise_cfg', layer_decay_rate=0.8, layer_numbering='eomt', decay_all=True),
         pin(f'{EOMT_MAIN}: gradient_clip_val 0.01, algorithm norm', 'optim_wrapper.clip_grad', max_norm=0.01,
             norm_type=2),
-        pin(f'{EOMT_YAML}: max_epochs 31', 'train_cfg', type='IterBasedTrainLoop', max_iters=EOMT_ITERS),
+        pin(f'{EOMT_YAML}: max_epochs 31, of 1263 iterations ({EOMT_ADE}: 20210 // 16, drop_last)', 'train_cfg',
+            type='IterBasedTrainLoop', max_iters=EOMT_ITERS),
         pin(f'{EOMT_NOTES}: upstream validates mid-training; here every 4000 iterations', 'train_cfg',
             val_interval=4000),
         pin(lr, 'param_scheduler.0', type='TwoStageWarmupPolyLR', warmup_new=500, warmup_backbone=1000, power=0.9,
             by_epoch=False, begin=0, end=EOMT_ITERS),
         pin(f'{EOMT_NOTES}: every 4000 iterations, best mIoU kept', 'default_hooks.checkpoint', type='CheckpointHook',
-            by_epoch=False, interval=4000, save_best='mIoU', max_keep_ckpts=3),
+            by_epoch=False, interval=4000, save_best='mIoU'),
+        pin(KEEP_CKPTS, 'default_hooks.checkpoint', max_keep_ckpts=3),
         pin(windows_source, 'custom_hooks.3', type='EoMTMaskAnnealingHook', starts=starts, ends=ends),
         pins(windows_source, {'mask annealing windows': tuple(f'block {i}: {s}-{e}'
                                                               for i, (s, e) in enumerate(zip(starts, ends)))}),
@@ -641,7 +649,7 @@ def eomt_optimisation(depth: int, size: str) -> Dict[str, Pin]:
 
 
 EOMT_DINOV3_YAML = f'{EOMT} configs/dinov3/ade20k/semantic/eomt_large_512.yaml'
-EOMT_DINOV3_ITERS = 20208  # the yaml's max_epochs 16, of 1263 iterations (20210 images // 16)
+EOMT_DINOV3_ITERS = 16 * EOMT_ADE_EPOCH  # the yaml's max_epochs 16: 20208
 
 
 def eomt_dinov3_optimisation(depth: int, size: str) -> Dict[str, Pin]:
@@ -721,7 +729,9 @@ DATASETS = {
         prefixes={'train': ('leftImg8bit/train', 'gtFine/train'), 'val': ('leftImg8bit/val', 'gtFine/val')},
         scale=(2048, 1024), crop=(512, 1024), per_gpu=1,
         batch_source=f'{MMSEG} upernet Cityscapes 80k configs: 8 images per iteration (4 GPUs x 2; here 8 x 1)',
-        test=pin(f'{MMSEG}: sliding window over the 1024x2048 frames, stride 2/3 of the window', 'model.test_cfg',
+        test=pin('vit5seg: windows of the 512x1024 training crop over the 1024x2048 frames, stride 2/3 of the '
+                 'window (mmseg\'s Pascal Context configs\' ratio; its upernet Cityscapes configs test whole)',
+                 'model.test_cfg',
                  mode='slide', crop_size=(512, 1024), stride=(341, 682))),
     'pascal_context_59': dict(
         file='pascal_context_59.py', dataset='PascalContextDataset59', root='data/VOCdevkit/VOC2010/', classes=59,

@@ -71,7 +71,7 @@ def test_eomt_configs_build_for_every_preset(path):
     assert head.num_blocks == (4 if 'large' in path.name else 3)
     if path.name.startswith('dinov3'):  # its own recipe and gated weights: the recipe table holds both
         return
-    assert cfg.crop_size == (512, 512) and cfg.train_cfg.max_iters == 39120
+    assert cfg.crop_size == (512, 512) and cfg.train_cfg.max_iters == 31 * (20210 // 16)  # 31 epochs of 1263
     assert cfg.model.backbone.init_cfg.checkpoint == OFFICIAL_WEIGHTS[bb.arch]
     hook, = [h for h in cfg.custom_hooks if h['type'] == 'EoMTMaskAnnealingHook']
     if 'large' in path.name:  # EoMT's ADE20K ViT-L windows: consecutive sixths
@@ -80,7 +80,8 @@ def test_eomt_configs_build_for_every_preset(path):
         twelfth = cfg.train_cfg.max_iters / 12
         assert (hook.starts, hook.ends) == ([round(k * twelfth) for k in (2, 5, 8)], [round(k * twelfth)
                                                                                     for k in (4, 7, 10)])
-    assert hook.ends[-1] == round(cfg.train_cfg.max_iters * 5 / 6)  # masking ends at 5/6 in every recipe
+    # masking ends near 5/6: the L yaml's own step 32600, S/B 10 twelfths of this schedule
+    assert abs(hook.ends[-1] - cfg.train_cfg.max_iters * 5 / 6) < 30
     opt = cfg.optim_wrapper
     assert (opt.type, opt.dtype, opt.optimizer.lr, opt.optimizer.weight_decay) == ('AmpOptimWrapper', 'bfloat16',
                                                                                     1e-4, 0.05)
@@ -204,10 +205,10 @@ def test_windows_that_end_after_the_schedule_are_one_error():
     cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / 'vit5-small_eomt_ade20k.py'))
     hook = HOOKS.build(cfg.custom_hooks[-1])
     model = tiny_eomt(num_blocks=3)
-    with pytest.raises(ValueError, match=r'windows end at \[13040, 22820, 32600\], after train_cfg.max_iters=1000'):
+    with pytest.raises(ValueError, match=r'windows end at \[13051, 22839, 32628\], after train_cfg.max_iters=1000'):
         hook.before_train(SimpleNamespace(model=model, max_iters=1000))
-    hook.before_train(SimpleNamespace(model=model, max_iters=39120))
-    assert hook.windows == [(6520, 13040), (16300, 22820), (26080, 32600)]
+    hook.before_train(SimpleNamespace(model=model, max_iters=39153))
+    assert hook.windows == [(6526, 13051), (16314, 22839), (26102, 32628)]
 
 
 def test_annealing_follows_the_poly_ramp_and_ends_at_exactly_zero():

@@ -15,5 +15,5 @@ model = dict(
                       checkpoint='https://huggingface.co/FengWang3211/ViT-5/resolve/main/vit5_base_patch16_224.pth')),
     decode_head=dict(num_classes=num_classes),
     auxiliary_head=dict(num_classes=num_classes),
-    test_cfg=dict(mode='slide', crop_size=crop_size, stride=(341, 682)))  # stride 2/3 of the crop, as mmseg's
+    test_cfg=dict(mode='slide', crop_size=crop_size, stride=(341, 682)))  # the crop's windows, stride 2/3 (mmseg's UperNet Cityscapes configs test whole)
 auto_scale_lr = dict(base_batch_size=8)

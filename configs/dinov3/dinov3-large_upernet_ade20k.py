@@ -4,6 +4,6 @@
 _base_ = ['../vit5/vit5-large_upernet_ade20k.py']
 model = dict(
     backbone=dict(arch='dinov3-large',
-                  out_indices=(5, 11, 17, 23),  # DINOv3's dense taps, FOUR_EVEN_INTERVALS (dinov3/eval/segmentation)
+                  out_indices=(4, 11, 17, 23),  # DINOv3's FOUR_EVEN_INTERVALS for 24 blocks ('used in the paper')
                   init_cfg=dict(type='Pretrained',
                                 checkpoint='checkpoints/dinov3_vitl16_pretrain_lvd1689m-8aa4cbdd.pth')))
