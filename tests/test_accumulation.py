@@ -98,7 +98,7 @@ class Losses(Hook):
         self.seen = []
 
     def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
-        self.seen.append((runner.iter, float(outputs['loss']), len(data_batch['x'])))
+        self.seen.append((runner.iter, float(outputs['loss'].detach()), len(data_batch['x'])))
 
 
 class Lrs(Hook):

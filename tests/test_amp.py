@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from vit5seg.engine.amp import amp_dtype, enable_amp
-from vit5seg.engine.launch import test_parser
+from vit5seg.engine.launch import test_parser as tool_parser  # not collected as a test
 from vit5seg.models.layers import RMSNorm
 
 
@@ -62,9 +62,9 @@ def test_rmsnorm_normalises_in_float32_under_autocast():
 
 
 def test_test_tool_takes_amp_flags():
-    args = test_parser().parse_args(['c.py', 'k.pth', '--amp', '--amp-dtype', 'fp16'])
+    args = tool_parser().parse_args(['c.py', 'k.pth', '--amp', '--amp-dtype', 'fp16'])
     assert args.amp and args.amp_dtype == 'fp16'
-    assert test_parser().parse_args(['c.py', 'k.pth']).amp is False
+    assert tool_parser().parse_args(['c.py', 'k.pth']).amp is False
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='needs a machine without a GPU')

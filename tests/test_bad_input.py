@@ -18,7 +18,7 @@ from mmengine.config import Config
 from mmseg.registry import DATASETS
 from mmseg.utils import register_all_modules
 
-from conftest import REPO, TINY
+from conftest import REPO, TINY, run_script
 from vit5seg import ViT5
 from vit5seg.datasets import (DatasetError, SampleError, check_data, check_dataset_config, make_synthetic_ade20k,
                               skipped_samples)
@@ -296,8 +296,7 @@ def test_files_that_are_no_checkpoint_are_named_never_called_unsafe(tmp_path, na
         CheckpointLoader.load_checkpoint(str(path))  # the Runner's, init_cfg's and init_model's loader
     assert 'unsafe' not in str(raised.value) and isinstance(raised.value, RuntimeError)
     out = tmp_path / 'out.pth'
-    done = subprocess.run([sys.executable, str(REPO / 'tools' / 'convert_checkpoint.py'), str(path), str(out)],
-                          capture_output=True, text=True)
+    done = run_script(REPO / 'tools' / 'convert_checkpoint.py', path, out)
     assert done.returncode == 1 and done.stderr.count('\n') == 1 and re.search(message, done.stderr), done.stderr
     assert 'unsafe' not in done.stderr and not out.exists()
 
