@@ -15,7 +15,7 @@ from mmengine.model import BaseModel
 from mmengine.runner import Runner
 
 import vit5seg  # noqa: F401  (registers the loop)
-from conftest import REPO
+from conftest import REPO, run_script
 from test_eomt import labelled_batch, tiny_eomt
 from vit5seg.engine.accumulation import AccumulationError, BatchPlan, apply_plan, batch_plan
 from vit5seg.engine.recipe import recipe_card
@@ -56,6 +56,13 @@ def test_plans_that_cannot_be_are_one_error():
     cfg.train_cfg.type = 'EpochBasedTrainLoop'
     with pytest.raises(AccumulationError, match='IterBasedTrainLoop'):
         apply_plan(cfg, BatchPlan(1, 2, 8, 16))
+
+
+def test_a_card_of_two_accumulations_is_one_line():
+    out = run_script(REPO / 'tools' / 'print_config.py', ENTRY, '--card', '--accumulate', '3', '--cfg-options',
+                     'optim_wrapper.accumulative_counts=4')
+    assert out.returncode == 1 and out.stderr == ('error: optim_wrapper.accumulative_counts=4 differs from the 3 '
+                                                  'micro-batches asked for\n'), out.stderr
 
 
 def test_run_seeds_on_2_gpus_prints_16_images_per_iteration():

@@ -7,10 +7,11 @@ from mmengine.config import Config, DictAction
 
 import vit5seg  # noqa: F401  (lets mmseg:: bases resolve)
 from vit5seg.engine.accumulation import config_micro_batches
+from vit5seg.engine.launch import run_tool
 from vit5seg.engine.recipe import protocol_gpus, recipe_card
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument('config', help='config file path')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config values, key=value')
@@ -25,7 +26,7 @@ def main():
                         help='with --card: as tools/train.py --accumulate (default: the config\'s own '
                              'optim_wrapper.accumulative_counts where it sets one, else auto, as dist_train.sh, '
                              'slurm_train.sh and run_seeds.py pass it; a plain tools/train.py run is 1)')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cfg = Config.fromfile(args.config)
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
@@ -39,4 +40,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main)  # a plan the GPUs, batch and accumulation cannot give: one line, exit 1
