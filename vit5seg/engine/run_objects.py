@@ -9,7 +9,7 @@ from these objects (:func:`vit5seg.engine.recipe.run_rows`), so what it shows is
 trainer builds.
 """
 import copy
-from typing import List, NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 from mmengine.optim import OptimWrapperDict, build_optim_wrapper
