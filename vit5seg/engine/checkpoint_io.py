@@ -26,7 +26,7 @@ from typing import Optional
 
 import torch
 
-from ..models.checkpoint import CheckpointError, read_checkpoint
+from ..models.checkpoint import CheckpointError, first_of, read_checkpoint, shape_mismatches
 from ..models.eomt_release import describe_release
 
 _allow_unsafe = False
@@ -96,20 +96,13 @@ def _unwrapped(module):
     return module
 
 
-def shape_mismatches(module, state_dict) -> list:
-    """``key: checkpoint (shape) vs model (shape)`` for each tensor both hold in other shapes."""
-    own = _unwrapped(module).state_dict()
-    return [f'{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}' for k, v in state_dict.items()
-            if k in own and hasattr(v, 'shape') and tuple(v.shape) != tuple(own[k].shape)]
-
-
 def _wrap_load_state_dict(load_state_dict):
     def load_state_dict_of_fitting_shapes(module, state_dict, strict=False, logger=None):
-        mismatched = shape_mismatches(module, state_dict)
+        model = _unwrapped(module)
+        mismatched = shape_mismatches(model.state_dict(), state_dict)
         if mismatched:
-            shown = mismatched[:12] + ([f'... and {len(mismatched) - 12} more'] if len(mismatched) > 12 else [])
-            raise CheckpointShapeError(f'the checkpoint does not fit {type(_unwrapped(module)).__name__}: '
-                                       f'{len(mismatched)} tensor(s) of other shapes: ' + '; '.join(shown))
+            raise CheckpointShapeError(f'the checkpoint does not fit {type(model).__name__}: {len(mismatched)} '
+                                       f'tensor(s) of other shapes: ' + '; '.join(first_of(mismatched)))
         return load_state_dict(module, state_dict, strict, logger)
     load_state_dict_of_fitting_shapes.__wrapped__ = load_state_dict
     return load_state_dict_of_fitting_shapes
@@ -190,4 +183,4 @@ def install() -> None:
 
 
 __all__ = ['CheckpointShapeError', 'allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
-           'load_from_local', 'load_from_http', 'shape_mismatches']
+           'load_from_local', 'load_from_http']

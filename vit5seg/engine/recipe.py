@@ -215,8 +215,8 @@ def _group_rows(optim_wrapper, model) -> Iterator[Row]:
             decays[decay] = decays.get(decay, 0) + len(group['params'])
             if not decay:
                 exempt.update(_pattern(names.get(id(p), '?')) for p in group['params'])
-        yield Row('optimizer', f'weight decay{suffix}', tuple(f'{d:g} on {n} tensors' for d, n in sorted(decays.items())),
-                  'derived')
+        yield Row('optimizer', f'weight decay{suffix}',
+                  tuple(f'{d:g} on {n} tensors' for d, n in sorted(decays.items())), 'derived')
         yield Row('optimizer', f'no weight decay on{suffix}',
                   tuple(sorted(exempt)) or 'nothing: every parameter decays', 'derived')
 

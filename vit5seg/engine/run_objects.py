@@ -55,6 +55,15 @@ def converts_epochs(spec) -> bool:
     return isinstance(spec, dict) and spec.get('by_epoch', True) and spec.get('convert_to_iter_based', False)
 
 
+def scheduler_specs(specs) -> list:
+    """A config's ``param_scheduler`` (one or a list, or None) as a list."""
+    return list(specs) if isinstance(specs, Sequence) else [specs] if specs else []
+
+
+def any_converts_epochs(specs) -> bool:
+    return any(converts_epochs(s) for s in scheduler_specs(specs))
+
+
 def epoch_steps(dataset_size: int, plan: BatchPlan) -> int:
     """Optimizer steps of one pass over ``dataset_size`` images: whole steps of the plan's
     images per iteration (EoMT counts an epoch so: its loader drops the last incomplete
@@ -67,7 +76,7 @@ def build_schedulers(specs, optim_wrapper, epoch_length: Optional[int], max_iter
     """The param schedulers of one optimizer wrapper, as mmengine's Runner builds them for an
     iteration-based loop, with ``epoch_length`` optimizer steps to an epoch."""
     built = []
-    for spec in (specs if isinstance(specs, Sequence) else [specs]):
+    for spec in scheduler_specs(specs):
         if isinstance(spec, dict):
             spec = copy.deepcopy(spec)
             spec.setdefault('end', 1 if spec.get('by_epoch', True) else max_iters)  # the loop's max_epochs is 1
@@ -115,9 +124,9 @@ def _build(cfg, plan: BatchPlan) -> RunObjects:
     model = _meta_model(cfg.model)
     optim_wrapper = build_optim_wrapper(model, _card_wrapper_cfg(cfg.optim_wrapper))
     scale_lrs(optim_wrapper, plan, cfg.get('auto_scale_lr'))
-    specs = cfg.get('param_scheduler') or []
+    specs = scheduler_specs(cfg.get('param_scheduler'))
     epoch, epoch_length = None, None
-    if any(converts_epochs(s) for s in (specs if isinstance(specs, Sequence) else [specs])):
+    if any_converts_epochs(specs):
         try:
             size = train_dataset_size(cfg)
         except Exception as e:  # no data here: the card says so instead of guessing
@@ -136,5 +145,5 @@ def describe_epoch(size: int, plan: BatchPlan, steps: int) -> str:
     return f'{size} images / {plan.images_per_iteration} per iteration = {steps} optimizer steps'
 
 
-__all__ = ['RunObjects', 'build_run_objects', 'build_schedulers', 'converts_epochs', 'describe_epoch',
-           'epoch_steps', 'lr_scale', 'scale_lrs', 'train_dataset_size', 'wrappers']
+__all__ = ['RunObjects', 'any_converts_epochs', 'build_run_objects', 'build_schedulers', 'describe_epoch',
+           'epoch_steps', 'lr_scale', 'scale_lrs', 'scheduler_specs', 'train_dataset_size', 'wrappers']

@@ -19,7 +19,6 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
   config the run saves as ``recipe_card``.
 """
 import copy
-from typing import Sequence
 
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
@@ -28,7 +27,7 @@ from mmseg.registry import RUNNERS
 
 from .accumulation import LOOP_TYPE, BatchPlan, apply_plan, batch_plan, check_resumed_plan, config_micro_batches
 from .recipe import recipe_card
-from .run_objects import (RunObjects, build_schedulers, converts_epochs, describe_epoch, epoch_steps, scale_lrs,
+from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, describe_epoch, epoch_steps, scale_lrs,
                           wrappers)
 
 
@@ -60,9 +59,8 @@ class RecipeCardHook(Hook):
         if not (isinstance(runner._train_loop, BaseLoop) and _trains(runner.cfg)):
             return  # a test or validation run
         plan = runner.batch_plan
-        specs = runner.cfg.get('param_scheduler') or []
         epoch = None
-        if any(converts_epochs(s) for s in (specs if isinstance(specs, Sequence) else [specs])):
+        if any_converts_epochs(runner.cfg.get('param_scheduler')):
             size = len(runner.train_dataloader.dataset)
             epoch = describe_epoch(size, plan, epoch_steps(size, plan))
         schedulers = runner.param_schedulers or []
@@ -116,11 +114,10 @@ class ViT5Runner(Runner):
         ``--accumulate k`` on n GPUs an epoch lasted k x n times too long."""
         if not isinstance(self.train_loop, IterBasedTrainLoop):
             return super()._build_param_scheduler(scheduler, optim_wrapper)
-        specs = scheduler if isinstance(scheduler, Sequence) else [scheduler]
         epoch_length = None
-        if any(converts_epochs(s) for s in specs):
+        if any_converts_epochs(scheduler):
             epoch_length = epoch_steps(len(self.train_dataloader.dataset), self.batch_plan)
-        return build_schedulers(specs, optim_wrapper, epoch_length, self.max_iters)
+        return build_schedulers(scheduler, optim_wrapper, epoch_length, self.max_iters)
 
     def scale_lr(self, optim_wrapper, auto_scale_lr=None) -> None:
         """Every lr times images per iteration / ``base_batch_size`` (micro-batches

@@ -367,13 +367,23 @@ def _describe(sd: StateDict) -> str:
     return f'width {width}, depth {depth}'
 
 
+def shape_mismatches(own: StateDict, sd: StateDict) -> list:
+    """``key: checkpoint (shape) vs model (shape)`` for each tensor both hold in other shapes, sorted."""
+    return sorted(f'{k}: checkpoint {tuple(sd[k].shape)} vs model {tuple(own[k].shape)}'
+                  for k in set(own) & set(sd) if hasattr(sd[k], 'shape') and sd[k].shape != own[k].shape)
+
+
+def first_of(items: list, most: int = 12) -> list:
+    """``items``, past ``most`` cut to them and a '... and N more'."""
+    return items[:most] + ([f'... and {len(items) - most} more'] if len(items) > most else [])
+
+
 def check_fits(model: torch.nn.Module, sd: StateDict, source: str = 'checkpoint') -> None:
     """Raise with every missing, unexpected and mis-shaped key; never a partial load."""
     own = model.state_dict()
     missing = sorted(set(own) - set(sd))
     unexpected = sorted(set(sd) - set(own))
-    shapes = sorted(f'{k}: checkpoint {tuple(sd[k].shape)} vs model {tuple(own[k].shape)}'
-                    for k in set(own) & set(sd) if sd[k].shape != own[k].shape)
+    shapes = shape_mismatches(own, sd)
     if not (missing or unexpected or shapes):
         return
     arch = getattr(model, 'arch', None) or getattr(getattr(model, 'backbone', None), 'arch', '?')
@@ -382,8 +392,7 @@ def check_fits(model: torch.nn.Module, sd: StateDict, source: str = 'checkpoint'
     for title, items in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
                          ('shape mismatch', shapes)):
         if items:
-            shown = items[:12] + ([f'... and {len(items) - 12} more'] if len(items) > 12 else [])
-            lines.append(f'  {title} ({len(items)}): ' + ', '.join(shown))
+            lines.append(f'  {title} ({len(items)}): ' + ', '.join(first_of(items)))
     raise CheckpointError('\n'.join(lines))
 
 
