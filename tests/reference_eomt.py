@@ -11,6 +11,8 @@ costs written from their definitions. Parameter names follow the authors' EoMT (
 """
 import math
 
+import numpy as np
+
 import timm
 import torch
 import torch.nn as nn
@@ -319,3 +321,75 @@ class RefDinoV3(nn.Module):
         for i in range(len(self.layers)):
             x = self.block(i, x, grid)
         return self.final_norm(x)
+
+
+# --- panoptic and instance evaluation, written from EoMT's eval_step (shared/eomt-zoo.md) ------------------
+
+def resize_and_pad(img, size):
+    """EoMT's evaluation input from a uint8 RGB photo (3, H, W): the long side to ``size``
+    (PIL's bilinear on the uint8 image, sides rounded), zeros below and to the right up to
+    size x size. Returns the padded uint8 image and the resized (h, w)."""
+    from PIL import Image
+    H, W = img.shape[-2:]
+    factor = min(size / H, size / W)
+    h, w = round(H * factor), round(W * factor)
+    resized = torch.from_numpy(np.array(Image.fromarray(img.permute(1, 2, 0).numpy()).resize((w, h), Image.BILINEAR)))
+    out = torch.zeros(3, size, size, dtype=torch.uint8)
+    out[:, :h, :w] = resized.permute(2, 0, 1)
+    return out, (h, w)
+
+
+def logits_on_photo(mask_logits, size, resized, photo):
+    """Mask logits (Q, h', w') -> (Q, H, W): bilinear to the padded square, the resized
+    image's part cut out, bilinear to the photo's size."""
+    x = F.interpolate(mask_logits[None], size=(size, size), mode='bilinear', align_corners=False)
+    x = x[..., :resized[0], :resized[1]]
+    return F.interpolate(x, size=photo, mode='bilinear', align_corners=False)[0]
+
+
+def panoptic_map(mask_logits, class_logits, stuff_classes, mask_thresh=0.8, overlap_thresh=0.8):
+    """Per-pixel (class, segment) of (Q, H, W) mask and (Q, K + 1) class logits: queries with
+    a class (not no-object) scoring above ``mask_thresh``; each pixel to the query of the
+    highest score x mask probability; a query's segment is where it wins and its mask
+    probability is >= 0.5, kept if the area it wins is >= ``overlap_thresh`` of its mask's;
+    one segment per stuff class. Void: class K, segment -1."""
+    K = class_logits.shape[-1] - 1
+    scores, classes = class_logits.softmax(-1).max(-1)
+    H, W = mask_logits.shape[-2:]
+    cls_map = torch.full((H, W), K, dtype=torch.long)
+    seg_map = torch.full((H, W), -1, dtype=torch.long)
+    keep = (classes != K) & (scores > mask_thresh)
+    if not keep.any():
+        return cls_map, seg_map
+    probs = mask_logits[keep].sigmoid()
+    winner = (scores[keep][:, None, None] * probs).argmax(0)
+    stuff_segment, next_id = {}, 0
+    for k, c in enumerate(classes[keep].tolist()):
+        mask = probs[k] >= 0.5
+        wins = winner == k
+        final = mask & wins
+        if mask.sum() == 0 or wins.sum() == 0 or final.sum() == 0 or wins.sum() / mask.sum() < overlap_thresh:
+            continue
+        if c in stuff_classes and c in stuff_segment:
+            seg_map[final], cls_map[final] = stuff_segment[c], c
+            continue
+        if c in stuff_classes:
+            stuff_segment[c] = next_id
+        seg_map[final], cls_map[final] = next_id, c
+        next_id += 1
+    return cls_map, seg_map
+
+
+def top_instances(mask_logits, class_logits, top_k=100):
+    """EoMT's instance predictions: the top ``top_k`` (query, class) pairs by class
+    probability (no-object left out), masks where the logits are > 0, score = class
+    probability x the mean mask probability inside the mask. Sorted by score."""
+    probs = class_logits.softmax(-1)[:, :-1]
+    K = probs.shape[-1]
+    top, index = probs.flatten().topk(top_k)
+    masks_logits = mask_logits[index // K]
+    masks = masks_logits > 0
+    inside = (masks_logits.sigmoid() * masks).flatten(1).sum(1) / (masks.flatten(1).sum(1) + 1e-6)
+    scores = top * inside
+    order = scores.argsort(descending=True)
+    return masks[order], (index % K)[order], scores[order]

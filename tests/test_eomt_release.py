@@ -131,12 +131,14 @@ def test_a_coco_panoptic_release_is_refused_by_the_semantic_config_naming_the_cl
     out = tmp_path / 'coco.pth'
     convert_file(tmp_path / 'pytorch_model.bin', out)
     meta = torch.load(out, weights_only=True)['meta']['eomt_release']
-    assert meta == dict(task='panoptic', dataset='COCO', num_classes=133, num_queries=200, patch_size=16, grid=(6, 6))
+    assert meta == dict(task='panoptic', dataset='COCO', num_classes=133, num_queries=200, patch_size=16, grid=(6, 6),
+                        family='dinov2', width=DIM, config=None)
     cfg = small_config('dinov2-large_eomt_ade20k.py')
     expected = ('decode_head.class_head.weight: checkpoint (134, 64) vs model (151, 64)',
                 'decode_head.queries.weight: checkpoint (200, 64) vs model (8, 64)',
                 'It is EoMT\'s COCO panoptic release (133 classes, 200 queries, a 6x6 position grid (96 px)): '
-                'it needs a COCO panoptic config, which this project does not ship yet')
+                'it needs a COCO panoptic config of its backbone and size: '
+                'configs/eomt/*-*_eomt_coco-panoptic-*.py')
     runner_cfg = cfg.copy()
     runner_cfg.update(work_dir=str(tmp_path / 'work'), load_from=str(out))
     runner = Runner.from_cfg(runner_cfg)
@@ -150,7 +152,7 @@ def test_a_coco_panoptic_release_is_refused_by_the_semantic_config_naming_the_cl
     semantic = RefEoMT(backbone, DIM, DEPTH, num_classes=150, num_q=100, num_blocks=MASKED)
     torch.save(release(semantic, backbone.vit.state_dict()), tmp_path / 'pytorch_model.bin')
     convert_file(tmp_path / 'pytorch_model.bin', tmp_path / 'ade.pth')
-    with pytest.raises(CheckpointShapeError, match=r'ADE20K semantic release.*it fits configs/eomt/dinov2-large'):
+    with pytest.raises(CheckpointShapeError, match=r'ADE20K semantic release.*configs/eomt/\*-\*_eomt_ade20k.py'):
         init_model(cfg, str(tmp_path / 'ade.pth'), device='cpu')
 
 

@@ -18,7 +18,7 @@ from typing import List, NamedTuple, Optional, Sequence
 import torch
 from mmengine.logging import print_log
 from mmengine.runner import IterBasedTrainLoop
-from mmseg.registry import LOOPS
+from mmengine.registry import LOOPS  # the root registries: mmseg and mmdet configs both find them
 
 from ..errors import ToolError
 

@@ -12,7 +12,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.optim.scheduler.lr_scheduler import LRSchedulerMixin
 from mmengine.optim.scheduler.param_scheduler import _ParamScheduler
-from mmseg.registry import HOOKS, PARAM_SCHEDULERS
+from mmengine.registry import HOOKS, PARAM_SCHEDULERS  # the root registries: mmseg and mmdet configs both find them
 
 
 def default_windows(num_blocks: int, max_iters: int) -> List[tuple]:

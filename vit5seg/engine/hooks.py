@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
-from mmseg.registry import HOOKS
+from mmengine.registry import HOOKS  # the root registries: mmseg and mmdet configs both find them
 
 from ..errors import ToolError
 

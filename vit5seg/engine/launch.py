@@ -149,8 +149,8 @@ def test_config(args) -> Config:
 
 
 def _runner(cfg):
+    from mmengine.registry import RUNNERS  # the root's: ViT5Runner under an mmseg or an mmdet default scope
     from mmengine.runner import Runner
-    from mmseg.registry import RUNNERS
     return Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
 
 

@@ -10,7 +10,7 @@ from typing import List
 import torch.nn as nn
 from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
-from mmseg.registry import OPTIM_WRAPPER_CONSTRUCTORS
+from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS  # the root registries: mmseg and mmdet configs both find them
 
 NO_DECAY_NAMES = ('pos_embed', 'cls_token', 'reg_token')
 # Learned query/level embeddings of query-based heads (Mask2Former), as mmseg's configs
@@ -39,14 +39,19 @@ def no_weight_decay(name: str, param: nn.Parameter) -> bool:
 LAYER_NUMBERINGS = ('beit', 'eomt')
 
 
-def decay_exponent(layer_id: int, num_layers: int, numbering: str) -> int:
+def decay_exponent(layer_id: int, num_layers: int, numbering: str, full_rate_last: int = 0) -> int:
     """How many times the decay rate multiplies the lr of ``layer_id`` (of vit5_layer_id).
 
     ``'beit'`` (mmseg's BEiT/ConvNeXt constructors): ``num_layers + 1 - layer_id``, so the
     last block gets one factor and the embeddings ``num_layers + 1``. ``'eomt'`` (the EoMT
     recipe): block i gets ``num_layers - 1 - i``, so the last block has the full rate, the
     embeddings are decayed like block 0; everything after the blocks has the full rate.
+    ``full_rate_last``: the last that many blocks get the full rate whatever the numbering
+    (EoMT's ``llrd_l2_enabled: False``: the blocks that see the queries; the others keep
+    their exponent).
     """
+    if num_layers - full_rate_last < layer_id <= num_layers:
+        return 0
     if numbering == 'beit':
         return num_layers + 1 - layer_id
     return 0 if layer_id > num_layers else num_layers - max(layer_id, 1)
@@ -56,7 +61,8 @@ def decay_exponent(layer_id: int, num_layers: int, numbering: str) -> int:
 class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
     """``paramwise_cfg=dict(layer_decay_rate=r, layer_numbering='beit')``: the lr of layer
     id ``i`` is ``base_lr * r ** decay_exponent(i)`` (see :func:`decay_exponent`); ``r=1``
-    keeps one lr for all. Parameters of :func:`no_weight_decay` get weight decay 0, the
+    keeps one lr for all; ``full_rate_last_blocks=True``: the EoMT head's masked blocks
+    (``decode_head.num_blocks``) at the full rate. Parameters of :func:`no_weight_decay` get weight decay 0, the
     others the optimizer's (``decay_all=True``: every parameter gets it, as EoMT). Each
     group records ``layer_id`` and ``backbone`` (whether its parameters are the backbone's;
     EoMT's two-stage warm-up reads it)."""
@@ -71,7 +77,7 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
         if numbering not in LAYER_NUMBERINGS:
             raise ValueError(f'paramwise_cfg.layer_numbering must be one of {LAYER_NUMBERINGS}, got {numbering!r}')
         decay_all = bool(self.paramwise_cfg.get('decay_all', False))
-        unknown = set(self.paramwise_cfg) - {'layer_decay_rate', 'layer_numbering', 'decay_all'}
+        unknown = set(self.paramwise_cfg) - {'layer_decay_rate', 'layer_numbering', 'decay_all', 'full_rate_last_blocks'}
         if unknown:
             raise ValueError(f'ViT5OptimWrapperConstructor: unknown paramwise_cfg keys {sorted(unknown)}')
         backbone = getattr(module, 'backbone', None)
@@ -79,6 +85,11 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
         if num_layers is None:
             raise TypeError('ViT5OptimWrapperConstructor needs a segmentor whose backbone has num_layers '
                             f'(got backbone {type(backbone).__name__})')
+        full_rate_last = 0
+        if self.paramwise_cfg.get('full_rate_last_blocks'):
+            full_rate_last = getattr(getattr(module, 'decode_head', None), 'num_blocks', None)
+            if full_rate_last is None:
+                raise TypeError('paramwise_cfg.full_rate_last_blocks needs an EoMT model (decode_head.num_blocks)')
         groups = {}
         for name, param in module.named_parameters():
             if not param.requires_grad:
@@ -90,7 +101,7 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
             group = groups.get(key)
             if group is None:
                 group = groups[key] = dict(
-                    params=[], lr=self.base_lr * rate ** decay_exponent(layer_id, num_layers, numbering),
+                    params=[], lr=self.base_lr * rate ** decay_exponent(layer_id, num_layers, numbering, full_rate_last),
                     weight_decay=self.base_wd if decay else 0., layer_id=layer_id, backbone=in_backbone)
             group['params'].append(param)
         params.extend(groups[k] for k in sorted(groups))

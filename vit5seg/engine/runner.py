@@ -23,7 +23,7 @@ import copy
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, IterBasedTrainLoop, Runner
-from mmseg.registry import RUNNERS
+from mmengine.registry import RUNNERS  # the root registries: mmseg and mmdet configs both find them
 
 from .accumulation import LOOP_TYPE, BatchPlan, apply_plan, batch_plan, check_resumed_plan, config_micro_batches
 from .recipe import recipe_card

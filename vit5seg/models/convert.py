@@ -43,7 +43,7 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
             raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
         if model is not None:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
             check_fits(model, fit_to_model(keys_under(sd, 'backbone.'), grid, **fit), source=f'{src} [{layout}]')
-        extra = dict(eomt_release=release_meta(sd))
+        extra = dict(eomt_release=release_meta(sd, layout))
         layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
     else:
         if delta_to is not None:

@@ -128,11 +128,16 @@ class EoMTHead(BaseDecodeHead):
         return torch.bmm(probs.transpose(1, 2), masks).view(B, -1, H, W)
 
     def loss(self, inputs: EoMTFeatures, batch_data_samples, train_cfg) -> dict:
+        """mmseg's semantic targets: one mask per class present (ignored pixels in none)."""
+        return self.loss_targets(inputs, seg_data_to_instance_data(self.ignore_index, batch_data_samples))
+
+    def loss_targets(self, inputs: EoMTFeatures, gts: List[InstanceData]) -> dict:
         """Summed over the supervised predictions; the last one's keys are plain, an earlier
-        one's are prefixed ``m{i}.`` for masked block i (0: the first)."""
-        gts = seg_data_to_instance_data(self.ignore_index, batch_data_samples)
-        H, W = inputs.input_size
+        one's are prefixed ``m{i}.`` for masked block i (0: the first). ``gts``: per image,
+        ``labels`` (M,) and 0/1 ``masks`` (M, H, W) over the image or its padded batch
+        size; semantic (mmseg), panoptic and instance (mmdet) targets alike."""
         ph, pw = inputs.padded_size
+        H, W = gts[0].masks.shape[-2:] if len(gts) else inputs.input_size
         if (ph, pw) != (H, W):
             # targets cover the image, masks the patch-padded image: pad targets with "no mask"
             gts = [InstanceData(labels=g.labels, masks=F.pad(g.masks, (0, pw - W, 0, ph - H))) for g in gts]
@@ -200,24 +205,18 @@ def _drop_rows(rows: torch.Tensor, prob: float) -> torch.Tensor:
     return rows | (torch.rand(*rows.shape[:2], 1, device=rows.device) >= prob)
 
 
-@MODELS.register_module()
-class EoMTEncoderDecoder(EncoderDecoder):
-    """mmseg's EncoderDecoder whose "features" are EoMT's predictions (see the module
-    docstring); predict, whole and slide inference, loss and the tools work unchanged.
+class EoMTCore:
+    """EoMT's forward over ``self.backbone`` (a :class:`ViT5`) and ``self.decode_head`` (an
+    :class:`EoMTHead`): the one implementation behind mmseg's :class:`EoMTEncoderDecoder`
+    and mmdet's ``EoMT`` detector (vit5seg.models.eomt_det). Both keep the two parts under
+    these names, so one checkpoint loads in either."""
 
-    Needs a :class:`ViT5` backbone with ``final_norm=True`` (every prediction goes through
-    its final norm), an :class:`EoMTHead` of the backbone's width, no neck and no
-    auxiliary head.
-    """
+    _compiled = None  # (block, prediction) made on first use with model.backbone.compile
 
-    def __init__(self, backbone: dict, decode_head: dict, **kwargs):
-        if kwargs.get('neck') or kwargs.get('auxiliary_head'):
-            raise ValueError('EoMTEncoderDecoder takes no neck and no auxiliary head: the queries of its '
-                             'decode_head read the backbone tokens directly')
-        super().__init__(backbone=backbone, decode_head=decode_head, **kwargs)
+    def check_eomt_parts(self):
         bb, head = self.backbone, self.decode_head
         if not isinstance(bb, ViT5) or not isinstance(head, EoMTHead):
-            raise TypeError(f'EoMTEncoderDecoder needs a ViT5 backbone and an EoMTHead, got '
+            raise TypeError(f'{type(self).__name__} needs a ViT5 backbone and an EoMTHead, got '
                             f'{type(bb).__name__} and {type(head).__name__}')
         if not bb.final_norm:
             raise ValueError('EoMT reads every prediction through the backbone\'s final norm: set '
@@ -231,7 +230,7 @@ class EoMTEncoderDecoder(EncoderDecoder):
         if head.patch_size != bb.patch_size:
             raise ValueError(f'decode_head.patch_size={head.patch_size} differs from the backbone\'s '
                              f'{bb.patch_size}')
-        self._compiled = None  # (block, prediction) made on first use with model.backbone.compile
+        self._compiled = None
 
     def __getstate__(self):
         # compiled functions' caches belong to this instance: a copy (EMA, pickling) compiles its own
@@ -298,4 +297,22 @@ class EoMTEncoderDecoder(EncoderDecoder):
         return EoMTFeatures(class_logits, mask_logits, (H, W), (h * bb.patch_size, w * bb.patch_size))
 
 
-__all__ = ['EoMTEncoderDecoder', 'EoMTFeatures', 'EoMTHead', 'ScaleUp']
+@MODELS.register_module()
+class EoMTEncoderDecoder(EoMTCore, EncoderDecoder):
+    """mmseg's EncoderDecoder whose "features" are EoMT's predictions (see the module
+    docstring); predict, whole and slide inference, loss and the tools work unchanged.
+
+    Needs a :class:`ViT5` backbone with ``final_norm=True`` (every prediction goes through
+    its final norm), an :class:`EoMTHead` of the backbone's width, no neck and no
+    auxiliary head.
+    """
+
+    def __init__(self, backbone: dict, decode_head: dict, **kwargs):
+        if kwargs.get('neck') or kwargs.get('auxiliary_head'):
+            raise ValueError('EoMTEncoderDecoder takes no neck and no auxiliary head: the queries of its '
+                             'decode_head read the backbone tokens directly')
+        super().__init__(backbone=backbone, decode_head=decode_head, **kwargs)
+        self.check_eomt_parts()
+
+
+__all__ = ['EoMTCore', 'EoMTEncoderDecoder', 'EoMTFeatures', 'EoMTHead', 'ScaleUp']

@@ -15,6 +15,7 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
+from .. import paths
 from .checkpoint import EOMT_BACKBONE_PREFIX, CheckpointError, StateDict, convert_state_dict, keys_under
 _HEAD_RENAMES = [
     (r'^network\.q\.weight$', 'decode_head.queries.weight'),
@@ -31,27 +32,34 @@ _DELTA_NORM_LEVEL = 0.25
 
 
 class ReleaseKind(NamedTuple):
+    """One kind of EoMT release: what its weights show (classes without no-object, queries),
+    what it is for, and the shipped config it loads into, a pattern over the backbone
+    family (``dinov2``, ``dinov3``), its width (``small`` ... ``giant``) and input side."""
     task: str
     dataset: str
-    classes: int       # without the no-object row
+    classes: int
     queries: int
-    configs: str       # the shipped configs it loads into; '' where none is shipped yet
+    config: str      # under configs/eomt/; '' where none is shipped yet
 
 
-# EoMT's releases by what their weights show (class rows, queries): ../shared/eomt-zoo.md, EoMT's yamls
+# EoMT's releases by what their weights show: ../shared/eomt-zoo.md, EoMT's yamls. A new release is a row.
 RELEASE_KINDS = (
-    ReleaseKind('semantic', 'ADE20K', 150, 100, 'configs/eomt/dinov2-large_eomt_ade20k.py (DINOv3: '
-                                                'configs/eomt/dinov3-large_eomt_ade20k.py)'),
+    ReleaseKind('semantic', 'ADE20K', 150, 100, '{family}-{width}_eomt_ade20k.py'),
     ReleaseKind('semantic', 'Cityscapes', 19, 100, ''),
-    ReleaseKind('panoptic', 'COCO', 133, 200, ''),
+    ReleaseKind('panoptic', 'COCO', 133, 200, '{family}-{width}_eomt_coco-panoptic-{side}.py'),
     ReleaseKind('panoptic', 'ADE20K', 150, 200, ''),
-    ReleaseKind('instance', 'COCO', 80, 200, ''),
+    ReleaseKind('instance', 'COCO', 80, 200, '{family}-{width}_eomt_coco-instance-{side}.py'),
 )
+WIDTHS = {384: 'small', 768: 'base', 1024: 'large', 1536: 'giant'}
+# the input side of releases whose weights do not show it (DINOv3: RoPE, no position grid); the 1280
+# releases are named in the file name EoMT gives them, which the user passes through a config of that side
+DEFAULT_SIDE = {'semantic': 512, 'panoptic': 640, 'instance': 640}
 
 
-def release_meta(converted: StateDict) -> dict:
+def release_meta(converted: StateDict, layout: str = '') -> dict:
     """What a converted release is, for the checkpoint's ``meta['eomt_release']``: its task
-    and dataset where the kind is known, classes, queries, patch and position grid."""
+    and dataset where the kind is known, classes, queries, patch and position grid, the
+    backbone family and width, and the shipped config it fits (None if none)."""
     classes = converted['decode_head.class_head.weight'].shape[0] - 1
     queries = converted['decode_head.queries.weight'].shape[0]
     kind = next((k for k in RELEASE_KINDS if (k.classes, k.queries) == (classes, queries)), None)
@@ -59,12 +67,19 @@ def release_meta(converted: StateDict) -> dict:
     side = int(round(pos.shape[1] ** 0.5)) if pos is not None else None
     side = side if side and side * side == pos.shape[1] else None  # EoMT's inputs are square
     patch = converted['backbone.patch_embed.proj.weight'].shape[-1]
+    width = converted['backbone.patch_embed.proj.weight'].shape[0]
+    family = layout.split('-')[0] or None
+    config = None
+    if kind is not None and kind.config and family in ('dinov2', 'dinov3') and width in WIDTHS:
+        px = side * patch if side else DEFAULT_SIDE[kind.task]
+        config = 'configs/eomt/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
     return dict(task=kind.task if kind else None, dataset=kind.dataset if kind else None, num_classes=classes,
-                num_queries=queries, patch_size=patch, grid=(side, side) if side else None)
+                num_queries=queries, patch_size=patch, grid=(side, side) if side else None, family=family,
+                width=width, config=config)
 
 
 def describe_release(meta: dict) -> Optional[str]:
-    """One sentence on the EoMT release a checkpoint's ``meta`` records and the configs it fits;
+    """One sentence on the EoMT release a checkpoint's ``meta`` records and the config it fits;
     None for any other checkpoint."""
     info = meta.get('eomt_release')
     if not isinstance(info, dict):
@@ -75,8 +90,16 @@ def describe_release(meta: dict) -> Optional[str]:
     kind = next((k for k in RELEASE_KINDS if (k.task, k.dataset) == (info.get('task'), info.get('dataset'))), None)
     if kind is None:
         return f'It is an EoMT release of no known kind ({shape}): give it a config of that many classes and queries'
-    fits = f'it fits {kind.configs}' if kind.configs else \
-        f'it needs a {kind.dataset} {kind.task} config, which this project does not ship yet'
+    config = info.get('config')
+    if config and paths.config_path(config.removeprefix('configs/')).is_file():
+        fits = f'it fits {config}'
+    elif config:
+        fits = f'it needs {config}, which this project does not ship yet'
+    elif kind.config:
+        fits = (f'it needs a {kind.dataset} {kind.task} config of its backbone and size: '
+                f'configs/eomt/{kind.config.format(family="*", width="*", side="*")}')
+    else:
+        fits = f'it needs a {kind.dataset} {kind.task} config, which this project does not ship yet'
     return f'It is EoMT\'s {kind.dataset} {kind.task} release ({shape}): {fits}'
 
 

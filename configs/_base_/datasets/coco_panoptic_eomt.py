@@ -1,0 +1,32 @@
+# COCO panoptic as EoMT trains and evaluates it (datasets/coco_panoptic.py, datasets/transforms.py),
+# in mmdet's CocoPanopticDataset and CocoPanopticMetric (PQ, SQ, RQ; things and stuff).
+_base_ = ['mmdet::_base_/datasets/coco_panoptic.py']
+image_size = (640, 640)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadPanopticAnnotations', with_bbox=True, with_mask=True, with_seg=True),
+    dict(type='RandomFlip', prob=0.5),
+    # EoMT's large-scale jitter: the image fits a 640 square times a factor in [0.1, 2.0]; no colour jitter
+    dict(type='RandomResize', scale=image_size, ratio_range=(0.1, 2.0), keep_ratio=True),
+    dict(type='Pad', size=image_size, pad_val=dict(img=0, seg=255)),  # raw 0, before the crop, as EoMT
+    dict(type='RandomCrop', crop_size=image_size, crop_type='absolute', recompute_bbox=True,
+         allow_negative_crop=True),
+    # segments the crop emptied are dropped; a crop of stuff only is kept (no things is no error)
+    dict(type='FilterAnnotations', min_gt_bbox_wh=(1e-5, 1e-5), by_mask=True, keep_empty=False),
+    dict(type='PackDetInputs'),
+]
+# EoMT's evaluation input: the long side at 640 (PIL's bilinear, as EoMT), padded with raw 0 to 640x640
+# by the model's EoMTDetDataPreprocessor
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=image_size, keep_ratio=True, backend='pillow'),
+    dict(type='LoadPanopticAnnotations'),
+    dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
+]
+# 16 images per iteration, EoMT's batch; dist_train.sh keeps them on 1-8 GPUs by accumulation
+train_dataloader = dict(
+    batch_size=2, num_workers=4, batch_sampler=None,
+    dataset=dict(filter_cfg=dict(filter_empty_gt=True, min_size=0), pipeline=train_pipeline))
+val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+test_dataloader = val_dataloader
+auto_scale_lr = dict(enable=False, base_batch_size=16)

@@ -1,0 +1,139 @@
+"""EoMT's panoptic and instance models in mmdet (issue #44): a release made here with random
+weights in EoMT's key layout, converted by tools/convert_checkpoint.py and run through mmdet's
+``init_detector`` / ``inference_detector`` with the shipped config, predicts what the
+independent reference (tests/reference_eomt.py: EoMT's eval_step written from its definition)
+predicts on a 480x640 photo.
+
+Random weights predict nothing above EoMT's 0.8 class threshold, so the class head is
+sharpened and every query's mask logits get a negative offset (a constant channel of the
+upscaled features times a bias of the mask MLP): dozens of segments survive.
+"""
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+
+from conftest import REPO, perturb, run_script
+from reference_eomt import RefDinoV2, RefEoMT, logits_on_photo, panoptic_map, resize_and_pad, top_instances
+from test_eomt_release import MEAN, STD, release
+
+pytest.importorskip('panopticapi')
+DEPTH, MASKED, SIDE = 3, 2, 640
+PHOTO = (480, 640)
+
+
+def sharpened(ref: RefEoMT, seed: int, class_scale=8.0, mask_scale=0.05, mask_offset=9.0) -> RefEoMT:
+    """Random weights, then class logits x ``class_scale`` and mask logits x ``mask_scale``
+    - ``mask_offset``: 34 segments, things and stuff, survive on the test photo (6% of its pixels)."""
+    perturb(ref, seed)
+    with torch.no_grad():
+        ref.class_head.weight.mul_(class_scale)
+        ref.class_head.bias.mul_(class_scale)
+        norm = ref.upscale[-1].norm
+        norm.weight[0], norm.bias[0] = 0.0, 1.0     # channel 0 of every mask pixel: 1
+        last = ref.mask_head[-1]
+        last.weight.mul_(mask_scale)
+        last.weight[0], last.bias[0] = 0.0, -mask_offset   # so each query's logits move by -offset
+    return ref.eval()
+
+
+def make_release(tmp_path, dim, heads, classes, seed=0, **sharpen):
+    torch.manual_seed(seed)   # PyTorch's initialisation, under the perturbation
+    backbone = perturb(RefDinoV2(dim, DEPTH, heads, img_size=(SIDE, SIDE)), seed + 1)
+    ref = sharpened(RefEoMT(backbone, dim, DEPTH, num_classes=classes, num_q=200, num_blocks=MASKED),
+                    seed + 2, **sharpen)
+    sd = release(ref, backbone.vit.state_dict())
+    sd['criterion.empty_weight'] = torch.ones(classes + 1)
+    torch.save(sd, tmp_path / 'pytorch_model.bin')
+    out = tmp_path / 'converted.pth'
+    done = run_script(REPO / 'tools' / 'convert_checkpoint.py', tmp_path / 'pytorch_model.bin', out)
+    assert done.returncode == 0, done.stderr
+    return ref, out
+
+
+def small_config(name: str, heads: int) -> Config:
+    cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / name))
+    cfg.model.backbone.update(num_layers=DEPTH, num_heads=heads, init_cfg=None)
+    cfg.model.decode_head.update(num_blocks=MASKED)
+    return cfg
+
+
+def photo() -> np.ndarray:
+    """A non-square photo with structure (smooth blobs), BGR as mmdet reads files."""
+    rng = np.random.default_rng(0)
+    small = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    import cv2
+    img = cv2.resize(small, PHOTO[::-1], interpolation=cv2.INTER_CUBIC)
+    return np.clip(img.astype(int) + rng.integers(-20, 21, img.shape), 0, 255).astype(np.uint8)
+
+
+def reference_logits(ref: RefEoMT, img_bgr: np.ndarray):
+    """EoMT's eval_step up to the post-processing: class logits (Q, K + 1) and mask logits
+    (Q, H, W) on the photo."""
+    rgb = torch.from_numpy(img_bgr[..., ::-1].copy()).permute(2, 0, 1)
+    padded, resized = resize_and_pad(rgb, SIDE)
+    x = (padded[None].float() / 255 - MEAN.view(1, 3, 1, 1)) / STD.view(1, 3, 1, 1)
+    with torch.no_grad():
+        [(class_logits, mask_logits)], _ = ref(x)
+    return class_logits[0], logits_on_photo(mask_logits[0], SIDE, resized, img_bgr.shape[:2])
+
+
+def same_segments(ours: np.ndarray, theirs: np.ndarray) -> float:
+    """The fraction of pixels whose segment corresponds: each of our ids is paired with the
+    reference segment it overlaps most, one to one; a pixel agrees where its pair holds."""
+    pairs, counts = np.unique(np.stack([ours.ravel(), theirs.ravel()]), axis=1, return_counts=True)
+    best = {}
+    for (a, b), n in zip(pairs.T, counts):
+        if n > best.get(a, (None, 0))[1]:
+            best[a] = (b, n)
+    assert len({b for b, _ in best.values()}) == len(best), 'two of our segments pair with one reference segment'
+    return sum(n for _, n in best.values()) / ours.size
+
+
+def test_coco_panoptic_release_predicts_as_eomt(tmp_path):
+    from mmdet.apis import inference_detector, init_detector
+    ref, converted = make_release(tmp_path, 384, 6, 133)
+    meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
+    assert meta['config'] == 'configs/eomt/dinov2-small_eomt_coco-panoptic-640.py' and meta['task'] == 'panoptic'
+    model = init_detector(small_config('dinov2-small_eomt_coco-panoptic-640.py', 6), str(converted), device='cpu')
+    img = photo()
+    result = inference_detector(model, img)
+    pan = result.pred_panoptic_seg.sem_seg[0].numpy()
+    class_logits, mask_logits = reference_logits(ref, img)
+    cls_map, seg_map = panoptic_map(mask_logits, class_logits, stuff_classes=set(range(80, 133)))
+    cls_map, seg_map = cls_map.numpy(), seg_map.numpy()
+    assert len(np.unique(seg_map)) > 20   # dozens of segments, things and stuff
+    assert (cls_map < 80).any() and ((cls_map >= 80) & (cls_map < 133)).any()
+    ours_cls = pan % 1000                 # mmdet: class + instance x INSTANCE_OFFSET; void = 133
+    assert (ours_cls == cls_map).mean() >= 0.999
+    assert same_segments(pan, seg_map) >= 0.999
+    segment = (cls_map < 133) | (ours_cls < 133)   # and where either has a segment
+    assert (ours_cls == cls_map)[segment].mean() >= 0.99
+
+
+def test_coco_instance_release_predicts_as_eomt(tmp_path):
+    from mmdet.apis import inference_detector, init_detector
+    ref, converted = make_release(tmp_path, 1024, 16, 80)
+    meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
+    assert meta['config'] == 'configs/eomt/dinov2-large_eomt_coco-instance-640.py' and meta['task'] == 'instance'
+    model = init_detector(small_config('dinov2-large_eomt_coco-instance-640.py', 16), str(converted), device='cpu')
+    img = photo()
+    found = inference_detector(model, img).pred_instances
+    order = found.scores.argsort(descending=True)[:50]
+    class_logits, mask_logits = reference_logits(ref, img)
+    masks, labels, scores = top_instances(mask_logits, class_logits)
+    assert scores[49] > 1e-3 and masks[:50].flatten(1).any(1).all()   # 50 instances that are something
+    torch.testing.assert_close(found.scores[order], scores[:50], atol=1e-4, rtol=0)
+    # one to one: each of our top 50 is a reference instance of its label, score and mask (scores
+    # closer than 1e-4 may swap ranks)
+    unused = set(range(60))
+    for i in order.tolist():
+        match = [j for j in sorted(unused) if labels[j] == found.labels[i] and abs(scores[j] - found.scores[i]) <= 1e-4
+                 and (masks[j] == found.masks[i]).float().mean() >= 0.999]
+        assert match, f'our instance {i} (label {int(found.labels[i])}, score {float(found.scores[i]):.5f}) is no ' \
+                      f'reference instance'
+        unused.remove(match[0])
+    # boxes from the masks, as mmdet's Mask2Former gives them
+    ys, xs = torch.nonzero(found.masks[order[0]], as_tuple=True)
+    torch.testing.assert_close(found.bboxes[order[0]], torch.tensor([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1],
+                                                                    dtype=torch.float))
