@@ -297,15 +297,17 @@ def upernet(width: int, depth: int, channels: int = 512) -> Dict[str, Pin]:
     )
 
 
-def lr_by_layer(lr: float, rate: float, depth: int, numbering: str) -> Tuple[str, ...]:
+def lr_by_layer(lr: float, rate: float, depth: int, numbering: str, full_last: int = 0) -> Tuple[str, ...]:
     """Written from the two definitions: BEiT's (mmseg's LearningRateDecayOptimizerConstructor:
     layer id i of depth + 2 gets rate ** (depth + 1 - i); embeddings are id 0, block j is j + 1,
     the rest depth + 1) and EoMT's (training/lightning_module.py: block j gets rate ** (depth - 1 - j),
-    embeddings as block 0, everything after the blocks the full rate)."""
+    embeddings as block 0, everything after the blocks the full rate; with llrd_l2_enabled False
+    the last ``full_last`` blocks, those the queries join, the full rate too)."""
     if numbering == 'beit':
         exponents = {'embeddings': depth + 1, **{f'block {j}': depth - j for j in range(depth)}, 'head and neck': 0}
     else:
-        exponents = {'embeddings': depth - 1, **{f'block {j}': depth - 1 - j for j in range(depth)},
+        exponents = {'embeddings': depth - 1,
+                     **{f'block {j}': 0 if j >= depth - full_last else depth - 1 - j for j in range(depth)},
                      'head and neck': 0}
     return tuple(f'{name} {lr * rate ** e:.4g}' for name, e in exponents.items())
 
@@ -697,6 +699,219 @@ for _family in ('vit5', 'deit3', 'dinov2', 'dinov3'):
         EXPECTED[f'eomt/{_family}-{_size}_eomt_ade20k.py'] = ade20k_eomt(_family, _size)
 
 
+# --- EoMT on COCO panoptic and instance, in mmdet: EoMT's COCO yamls and code -----------------
+EOMT_PANOPTIC = f'{EOMT} training/mask_classification_panoptic.py defaults'
+EOMT_COCO = f'{EOMT} datasets/coco_panoptic.py'
+EOMT_COCO_INSTANCE = f'{EOMT} datasets/coco_instance.py'
+EOMT_COCO_EPOCH = 7391  # the COCO yamls' annealing steps count 7391 iterations an epoch (14782 = 2 epochs)
+MMDET = 'mmdet 3.3.0'
+MMDET_RUNTIME = f'{MMDET} configs/_base_/default_runtime.py'
+MMDET_COCO_PAN = f'{MMDET} configs/_base_/datasets/coco_panoptic.py'
+MMDET_COCO_INS = f'{MMDET} configs/_base_/datasets/coco_instance.py'
+MMDET_DEFAULT = f'{MMDET} transform defaults'
+SIZES['giant'] = (1536, 40, 24)
+
+
+def eomt_coco_yaml(family: str, size: str, task: str) -> str:
+    name = f'eomt_{size}_640' + ('_2x' if size in ('small', 'base') else '')
+    return f'{EOMT} configs/{"dinov3" if family == "dinov3" else "dinov2"}/coco/{task}/{name}.yaml'
+
+
+COCO_RUNTIME = join(
+    pin(RUNNER, runner_type='ViT5Runner'),
+    pin(MMDET_RUNTIME, 'default_hooks.timer', type='IterTimerHook'),
+    pin(MMDET_RUNTIME, 'default_hooks.logger', type='LoggerHook', interval=50),
+    pin(MMSEG_SCHEDULE + ': iteration-based logging, as the semantic configs', 'default_hooks.logger',
+        log_metric_by_epoch=False),
+    pin(MMDET_RUNTIME, 'default_hooks.param_scheduler', type='ParamSchedulerHook'),
+    pin(MMDET_RUNTIME, 'default_hooks.sampler_seed', type='DistSamplerSeedHook'),
+    pin(MMDET_RUNTIME, 'default_hooks.visualization', type='DetVisualizationHook'),
+    pin(OURS, 'custom_hooks.0', type='NonFiniteLossHook', action='stop'),
+    pin(OURS, 'custom_hooks.1', type='RandomStateHook'),
+    pin(MMSEG_RUNTIME, 'env_cfg', cudnn_benchmark=True),
+    pin(MMDET_RUNTIME, 'env_cfg.mp_cfg', mp_start_method='fork', opencv_num_threads=0),
+    pin(MMDET_RUNTIME, 'env_cfg.dist_cfg', backend='nccl'),
+    pin(MMDET_RUNTIME, 'log_processor', type='LogProcessor', window_size=50),
+    pin(MMSEG_RUNTIME, 'log_processor', by_epoch=False),
+    pin(MMSEG_SCHEDULE, 'val_cfg', type='ValLoop'),
+    pin(MMSEG_SCHEDULE, 'test_cfg', type='TestLoop'),
+    pins(MMDET_COCO_PAN, {'test_dataloader': 'the same as val_dataloader', 'test_evaluator': 'the same as val_evaluator'}),
+)
+
+
+def coco_data(task: str, side: int = 640, root: str = 'data/coco/') -> Dict[str, Pin]:
+    """mmdet's COCO dataset and metric with EoMT's training augmentation and evaluation input."""
+    panoptic = task == 'panoptic'
+    source, eomt = (MMDET_COCO_PAN, EOMT_COCO) if panoptic else (MMDET_COCO_INS, EOMT_COCO_INSTANCE)
+    dataset = 'CocoPanopticDataset' if panoptic else 'CocoDataset'
+    kind = 'panoptic' if panoptic else 'instances'
+    size = (side, side)
+    train, val = 'train_dataloader.dataset.pipeline', 'val_dataloader.dataset.pipeline'
+    jitter = f'{EOMT_TRANSFORMS}: ScaleJitter(img_size, scale_range (0.1, 2.0)), pad with 0, RandomCrop(img_size)'
+    out = join(
+        pin(f'{eomt}: batch_size 16 (8 GPUs x 2 here)', 'train_dataloader', batch_size=2),
+        pin(source, 'train_dataloader', num_workers=4, persistent_workers=True),
+        pin(f'{OURS}; iteration-based as the semantic configs', 'train_dataloader', batch_sampler=None),
+        pin(f'{MMSEG_ADE}: an infinite sampler for iteration-based training', 'train_dataloader.sampler',
+            type='InfiniteSampler', shuffle=True),
+        pin(source, 'train_dataloader.dataset', type=dataset, data_root=root, backend_args=None),
+        pin(source, 'train_dataloader.dataset', ann_file=f'annotations/{kind}_train2017.json'),
+        pin(f'{eomt}: every image with a segment', 'train_dataloader.dataset.filter_cfg', filter_empty_gt=True,
+            min_size=0),
+        pin(source, 'val_dataloader', batch_size=1, num_workers=2, persistent_workers=True, drop_last=False),
+        pin(source, 'val_dataloader.sampler', type='DefaultSampler', shuffle=False),
+        pin(source, 'val_dataloader.dataset', type=dataset, data_root=root, test_mode=True, backend_args=None),
+        pin(source, 'val_dataloader.dataset', ann_file=f'annotations/{kind}_val2017.json'),
+        load_image(f'{train}.0'),
+        pin(f'{EOMT_TRANSFORMS}: RandomHorizontalFlip (p 0.5)', f'{train}.2', type='RandomFlip', prob=0.5),
+        pin(MMDET_DEFAULT, f'{train}.2', direction='horizontal', swap_seg_labels=None),
+        pin(jitter, f'{train}.3', type='RandomResize', scale=size, ratio_range=(0.1, 2.0), keep_ratio=True),
+        pin(MMDET_DEFAULT, f'{train}.3', resize_type='Resize'),
+        pin(jitter, f'{train}.4', type='Pad', size=size),
+        pin(MMDET_DEFAULT, f'{train}.4', size_divisor=None, pad_to_square=False, padding_mode='constant'),
+        pin(jitter, f'{train}.5', type='RandomCrop', crop_size=size, crop_type='absolute', recompute_bbox=True,
+            allow_negative_crop=True),
+        pin(MMDET_DEFAULT, f'{train}.5', bbox_clip_border=True),
+        pin(f'{EOMT_TRANSFORMS}: masks the crop emptied are dropped', f'{train}.6', type='FilterAnnotations',
+            min_gt_bbox_wh=(1e-05, 1e-05), by_mask=True),
+        pin(MMDET_DEFAULT, f'{train}.6', min_gt_mask_area=1, by_box=True),
+        pin(MMDET_DEFAULT, f'{train}.1', box_type='hbox'),
+        pin(MMDET_DEFAULT, f'{val}.2', box_type='hbox'),
+        pin(source, f'{train}.7', type='PackDetInputs'),
+        load_image(f'{val}.0'),
+        pin(f'{EOMT} training/lightning_module.py resize_and_pad_imgs_instance_panoptic: the long side to img_size, '
+            'PIL bilinear', f'{val}.1', type='Resize', scale=size, keep_ratio=True, backend='pillow'),
+        pin(MMDET_DEFAULT, f'{val}.1', scale_factor=None, clip_object_border=True, interpolation='bilinear'),
+        pin(source, f'{val}.3', type='PackDetInputs',
+            meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
+        pins(DERIVED, {'scale rule': f'RandomResize: the image fitted into {size} x r, r uniform in [0.1, 2.0]: its '
+                                     f'short side {side} r unless its long side would pass {side} r'}),
+        pin(f'{EOMT_MAIN}: the zoo\'s evaluation at the end of training', 'train_cfg',
+            val_interval=2 * EOMT_COCO_EPOCH),
+    )
+    if panoptic:
+        out.update(join(
+            pin(source, 'train_dataloader.dataset.data_prefix', img='train2017/', seg='annotations/panoptic_train2017/'),
+            pin(source, 'val_dataloader.dataset.data_prefix', img='val2017/', seg='annotations/panoptic_val2017/'),
+            pin(source, f'{train}.1', type='LoadPanopticAnnotations', with_bbox=True, with_mask=True, with_seg=True),
+            pin(f'{EOMT_TRANSFORMS}: padded targets: no mask', f'{train}.4.pad_val', img=0, seg=255),
+            pin(f'{EOMT_TRANSFORMS}: a crop of stuff only is a target too', f'{train}.6', keep_empty=False),
+            pin(source, f'{val}.2', type='LoadPanopticAnnotations'),
+            pin(MMDET_DEFAULT, f'{val}.2', with_bbox=True, with_mask=True, with_seg=True),
+            {f'{prefix}.{k}': (v, MMDET_DEFAULT) for prefix in (f'{train}.1', f'{val}.2')
+             for k, v in (('with_label', True), ('imdecode_backend', 'cv2'))},
+            pin(source, 'val_evaluator', type='CocoPanopticMetric', ann_file=f'{root}annotations/panoptic_val2017.json',
+                seg_prefix=f'{root}annotations/panoptic_val2017/', backend_args=None),
+        ))
+    else:
+        out.update(join(
+            pin(source, 'train_dataloader.dataset.data_prefix', img='train2017/'),
+            pin(source, 'val_dataloader.dataset.data_prefix', img='val2017/'),
+            pin(source, f'{train}.1', type='LoadAnnotations', with_bbox=True, with_mask=True),
+            pin(f'{EOMT_TRANSFORMS}: the image padded with 0', f'{train}.4.pad_val', img=0),
+            pin(f'{EOMT_TRANSFORMS}: a crop without an instance is drawn again', f'{train}.6', keep_empty=True),
+            {f'{prefix}.{k}': (v, MMDET_DEFAULT) for prefix in (f'{train}.1', f'{val}.2')
+             for k, v in (('poly2mask', True), ('reduce_zero_label', False), ('ignore_index', 255))},
+            pin(source, f'{val}.2', type='LoadAnnotations', with_bbox=True, with_mask=True),
+            pin(source, 'val_evaluator', type='CocoMetric', ann_file=f'{root}annotations/instances_val2017.json',
+                format_only=False, backend_args=None),
+            pin(f'{EOMT_COCO_INSTANCE}; the zoo reports pycocotools\' mask AP', 'val_evaluator', metric='segm'),
+        ))
+    return out
+
+
+def coco_eomt(family: str, size: str, task: str) -> Dict[str, Pin]:
+    width, depth, _ = SIZES[size]
+    yaml = eomt_coco_yaml(family, size, task)
+    panoptic = task == 'panoptic'
+    things, stuff = (80, 53) if panoptic else (80, 0)
+    classes = things + stuff
+    blocks = {'small': 3, 'base': 3, 'large': 4, 'giant': 5}[size]
+    epochs = 24 if size in ('small', 'base') else 12
+    iters = epochs * EOMT_COCO_EPOCH
+    dinov3 = family == 'dinov3'
+    lr, (new, old) = (0.0002, (2000, 3000)) if dinov3 else (0.0001, (500, 1000))
+    lr_source = (f'{yaml}: lr 2e-4, warmup_steps [2000, 3000], llrd_l2_enabled False (the masked blocks at the lr); '
+                 f'{EOMT_PANOPTIC}: llrd 0.8') if dinov3 else \
+        f'{EOMT_PANOPTIC}: lr 1e-4, llrd 0.8, weight_decay 0.05 (every parameter), warmup_steps [500, 1000]'
+    windows = {  # each yaml's attn_mask_annealing_start_steps / end_steps
+        ('dinov2', 3): ((29564, 73910, 118256), (59128, 103474, 147820)),
+        ('dinov3', 3): ((0, 73910, 118256), (3000, 103474, 147820)),
+        ('dinov2', 4): ((14782, 29564, 44346, 59128), (29564, 44346, 59128, 73910)),
+        ('dinov3', 4): ((0, 29564, 44346, 59128), (3000, 44346, 59128, 73910)),
+        ('dinov2', 5): ((14782, 25869, 36955, 48042, 59128), (29564, 40651, 51737, 62824, 73910)),
+    }
+    starts, ends = windows['dinov3' if dinov3 and panoptic else 'dinov2', blocks]
+    cls = f'{EOMT_PANOPTIC}: class_coefficient 2.0, no_object_coefficient 0.1'
+    head = 'model.decode_head'
+    network = eomt_head(width, blocks, f'{yaml}: num_blocks {blocks}')
+    block = join(
+        COCO_RUNTIME, coco_data(task), backbone(family, size),
+        without(network, 'model.type', 'model.pretrained', 'model.test_cfg', f'{head}.train_cfg', f'{head}.num_classes',
+                f'{head}.loss_decode.0.class_weight', f'{head}.num_queries'),
+        {k.replace(f'{head}.train_cfg', 'model.train_cfg'): v for k, v in network.items()
+         if k.startswith(f'{head}.train_cfg')},
+        pin(f'{EOMT_NOTES}: no decoder; {MMDET}\'s MaskFormer around it', 'model', type='EoMT',
+            num_things_classes=things, num_stuff_classes=stuff),
+        pin(f'{yaml}: num_q 200', head, num_queries=200),
+        pin(f'{eomt_coco_yaml("dinov2", "small", "panoptic") if panoptic else yaml}: '
+            f'{"stuff_classes 80..132 of 133" if panoptic else "80 classes"}', head, num_classes=classes),
+        pin(cls, f'{head}.loss_decode.0', class_weight=f'1.0 x {classes}, 0.1'),
+        pin(f'{EOMT_COCO}: the ImageNet mean/std of models/vit.py; {EOMT} lightning_module.py pads with 0 before '
+            'normalising', 'model.data_preprocessor', type='EoMTDetDataPreprocessor', pad_size=(640, 640),
+            mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), bgr_to_rgb=True),
+        pin(f'{EOMT_TRANSFORMS}: targets padded with "no mask"', 'model.data_preprocessor', pad_mask=True,
+            mask_pad_value=0, pad_seg=True, seg_pad_value=255),
+        pin(f'{MMDET}: MaskFormerFusionHead is EoMT\'s post-processing (../shared/eomt-zoo.md)',
+            'model.panoptic_fusion_head', type='MaskFormerFusionHead', loss_panoptic=None, init_cfg=None),
+        pin(f'{EOMT_PANOPTIC}: mask_thresh 0.8, overlap_thresh 0.8; {EOMT} mask_classification_instance.py: '
+            'eval_top_k_instances 100', 'model.test_cfg', semantic_on=False, object_mask_thr=0.8, iou_thr=0.8,
+            filter_low_score=True, max_per_image=100),
+        pin(f'{EOMT} training/mask_classification_{task}.py eval_step', 'model.test_cfg', panoptic_on=panoptic,
+            instance_on=not panoptic),
+        pin(f'{EOMT_MAIN}: precision 16-mixed; bfloat16 here (docs/eomt.md lists it)', 'optim_wrapper',
+            type='AmpOptimWrapper', dtype='bfloat16'),
+        pin(lr_source, 'optim_wrapper', constructor='ViT5OptimWrapperConstructor'),
+        pin(lr_source, 'optim_wrapper.optimizer', type='AdamW', lr=lr, weight_decay=0.05),
+        pin('torch.optim.AdamW defaults, as EoMT builds it', 'optim_wrapper.optimizer', betas=(0.9, 0.999)),
+        pin(lr_source, 'optim_wrapper.paramwise_cfg', layer_decay_rate=0.8, layer_numbering='eomt', decay_all=True),
+        pin(f'{EOMT_MAIN}: gradient_clip_val 0.01, algorithm norm', 'optim_wrapper.clip_grad', max_norm=0.01,
+            norm_type=2),
+        pin(f'{yaml}: max_epochs {epochs} of {EOMT_COCO_EPOCH} iterations', 'train_cfg', type='IterBasedTrainLoop',
+            max_iters=iters),
+        pin(lr_source, 'param_scheduler.0', type='TwoStageWarmupPolyLR', warmup_new=new, warmup_backbone=old,
+            power=0.9, by_epoch=False, begin=0),
+        pin(f'{yaml}: max_epochs {epochs}', 'param_scheduler.0', end=iters),
+        pin(f'{EOMT_NOTES}: a checkpoint with each evaluation', 'default_hooks.checkpoint', type='CheckpointHook',
+            by_epoch=False, interval=2 * EOMT_COCO_EPOCH),
+        pin(KEEP_CKPTS, 'default_hooks.checkpoint', max_keep_ckpts=3),
+        pin(yaml, 'custom_hooks.2', type='EoMTMaskAnnealingHook', starts=starts, ends=ends),
+        pins(yaml, {'mask annealing windows': tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(zip(starts, ends)))}),
+        pins(f'{EOMT_PANOPTIC}: poly_power 0.9 (the annealing ramp too)', {'mask annealing power': 0.9}),
+        pins(f'{lr_source}; training/lightning_module.py: block i at llrd ** (depth - 1 - i), the rest at lr',
+             {'lr by layer': lr_by_layer(lr, 0.8, depth, 'eomt', blocks if dinov3 else 0), 'lr used': lr,
+              'weight decay': DecayRule(0.05, decay_all=True)}),
+        pins(DERIVED, {'precision': 'bfloat16 autocast', 'torch.compile': False}),
+        batch(2, 8, f'{EOMT_COCO}: batch_size 16'),
+    )
+    if dinov3:
+        block.update(pin(lr_source, 'optim_wrapper.paramwise_cfg', full_rate_last_blocks=True))
+    if family == 'dinov2':
+        block.update(pin(f'{EOMT} models/vit.py: timm.create_model(name, img_size, patch_size=16)', 'model.backbone',
+                         patch_size=16, img_size=640))
+    if size == 'giant':
+        block.update(pin(f'{DINOV2_HUB}: vit_giant2, ffn_layer swiglufused', 'model.backbone', mlp_type='swiglu'))
+    return block
+
+
+for _family in ('vit5', 'deit3', 'dinov2', 'dinov3'):
+    for _size in ('small', 'base', 'large', 'giant'):
+        if _size != 'giant' or _family == 'dinov2':
+            EXPECTED[f'eomt/{_family}-{_size}_eomt_coco-panoptic-640.py'] = coco_eomt(_family, _size, 'panoptic')
+for _family in ('dinov2', 'dinov3'):
+    EXPECTED[f'eomt/{_family}-large_eomt_coco-instance-640.py'] = coco_eomt(_family, 'large', 'instance')
+
+
 # --- UperNet on mmseg's 80k datasets: the protocol's model and optimiser, mmseg's data ----------
 def dataset_80k(name: str, family: str, size: str) -> Dict[str, Pin]:
     width, depth, _ = SIZES[size]
@@ -835,6 +1050,33 @@ EXPECTED['tiny/vit5_eomt_synthetic.py'] = join(
                                                                                       'block 1: 100-150')}),
     pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_ADE), pin(TINY, 'val_dataloader.dataset',
                                                                          data_root=_SYNTHETIC_ADE))
+
+# the COCO panoptic twin: EoMT's mmdet model and losses at 128 on the synthetic COCO scenes, the tiny budget
+_SYNTHETIC_COCO = 'data/synthetic/coco/'
+_TINY_COCO = f'{TINY}; scenes of 128 x 171 (tools/make_synthetic_data.py coco_panoptic)'
+EXPECTED['tiny/vit5_eomt_coco_panoptic_synthetic.py'] = join(
+    without(EXPECTED['eomt/vit5-base_eomt_coco-panoptic-640.py'], 'model.backbone.init_cfg', 'optim_wrapper.dtype'),
+    coco_data('panoptic', 128, _SYNTHETIC_COCO),
+    tiny_backbone('vit5-small'), _TINY_EOMT_LR,
+    pin(TINY, 'train_dataloader', batch_size=8, persistent_workers=False),
+    pin(f'{TINY}: in the main process (a worker would restart every 8 batches)', 'train_dataloader', num_workers=0),
+    pin(TINY, 'val_dataloader', num_workers=0, persistent_workers=False),
+    pin(TINY, 'auto_scale_lr', base_batch_size=8),
+    pins(TINY, {'GPUs': 1, 'images per GPU': 8, 'images per iteration': 8}),
+    pin(TINY, 'train_cfg', max_iters=300, val_interval=300),
+    pin(TINY, 'default_hooks.logger', interval=10),
+    pin(TINY, 'default_hooks.checkpoint', interval=100, max_keep_ckpts=2),
+    pin(_TINY_COCO, 'model.data_preprocessor', pad_size=(128, 128)),
+    pin(TINY, 'train_dataloader.dataset.pipeline.3', ratio_range=(0.75, 1.5)),
+    pins(DERIVED, {'scale rule': 'RandomResize: the image fitted into (128, 128) x r, r uniform in [0.75, 1.5]: its '
+                                 'short side 128 r unless its long side would pass 128 r'}),
+    pin(TINY, 'model.decode_head', in_channels=64, num_queries=24, num_blocks=2),
+    pin(f'{TINY}: 32x32 mask maps (12544 points would be 12 a pixel)', 'model.train_cfg', num_points=1024),
+    pin(f'{TINY}: consecutive sixths of 300 iterations', 'custom_hooks.2', starts=(50, 100), ends=(100, 150)),
+    pins(f'{TINY}: consecutive sixths of 300 iterations', {'mask annealing windows': ('block 0: 50-100',
+                                                                                      'block 1: 100-150')}),
+    pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_COCO),
+    pin(TINY, 'val_dataloader.dataset', data_root=_SYNTHETIC_COCO))
 
 # the DINOv2 / DINOv3 twins: the ViT-5 twins with the family's switches
 EXPECTED['tiny/dinov3_eomt_synthetic.py'] = join(EXPECTED['tiny/vit5_eomt_synthetic.py'], dinov3_switches(),

@@ -31,7 +31,7 @@ def parameter_shapes(path: Path) -> list:
     from mmengine.registry import DefaultScope
     from mmseg.registry import MODELS
     cfg = Config.fromfile(str(path))
-    with DefaultScope.overwrite_default_scope('mmseg'):
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope') or 'mmseg'):  # mmdet's for the COCO EoMTs
         try:
             with torch.device('meta'):
                 model = MODELS.build(cfg.model)

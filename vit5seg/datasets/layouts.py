@@ -14,7 +14,9 @@ finds them, in that benchmark's label encoding:
   stuffthingmaps ``*.png`` (ids 0..181, 255 unlabeled) and the converter's
   ``*_labelTrainIds.png`` (0..170, 255);
 - custom: ``custom/{images,annotations}/{train,val}``, the folder
-  ``tools/make_custom_config.py`` takes: ids 0..7 (``CUSTOM_CLASSES``), 255 ignored.
+  ``tools/make_custom_config.py`` takes: ids 0..7 (``CUSTOM_CLASSES``), 255 ignored;
+- COCO panoptic (mmdet): ``coco``, COCO 2017's panoptic and instance layouts
+  (coco_synthetic.py).
 """
 import shutil
 from pathlib import Path
@@ -22,12 +24,14 @@ from typing import Callable, Dict
 
 import numpy as np
 
+from .coco_synthetic import make_synthetic_coco_panoptic
 from .synthetic import OBJECT_IDS, STUFF_IDS, make_synthetic_ade20k, synthetic_sample, write_image
 
-DATASETS = ('ade20k', 'cityscapes', 'pascal_context', 'coco_stuff', 'custom')
+DATASETS = ('ade20k', 'cityscapes', 'pascal_context', 'coco_stuff', 'custom', 'coco_panoptic')
 # where each writer puts its data under ROOT: the configs' data_root relative to ROOT
 DATA_ROOTS = {'ade20k': 'ade/ADEChallengeData2016', 'cityscapes': 'cityscapes',
-              'pascal_context': 'VOCdevkit/VOC2010', 'coco_stuff': 'coco_stuff164k', 'custom': 'custom'}
+              'pascal_context': 'VOCdevkit/VOC2010', 'coco_stuff': 'coco_stuff164k', 'custom': 'custom',
+              'coco_panoptic': 'coco'}
 # the custom folder's classes: four backgrounds, then one per shape of synthetic.SHAPES
 CUSTOM_CLASSES = ('sky', 'grass', 'sand', 'water', 'ball', 'box', 'cone', 'disc')
 MARKER = '.vit5seg-synthetic'  # lets a second run rewrite its own data, and nothing else
@@ -111,7 +115,7 @@ def _custom(root: Path, counts: dict, size: int, rng) -> None:
 
 
 _WRITERS: Dict[str, Callable] = {'cityscapes': _cityscapes, 'pascal_context': _pascal_context,
-                                 'coco_stuff': _coco_stuff, 'custom': _custom}
+                                 'coco_stuff': _coco_stuff, 'custom': _custom, 'coco_panoptic': make_synthetic_coco_panoptic}
 
 
 def make_synthetic_data(dataset: str, root, num_train: int = 64, num_val: int = 16, size: int = 128,

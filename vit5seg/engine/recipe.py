@@ -100,8 +100,11 @@ def _defaults(cls, given: dict, skip: Sequence[str] = ()) -> Dict[str, object]:
     return out
 
 
-def _transform_defaults(pipeline, prefix: str) -> Iterator[tuple]:
-    from mmseg.registry import TRANSFORMS
+def _transform_defaults(pipeline, prefix: str, scope: str = 'mmseg') -> Iterator[tuple]:
+    """The defaults of each transform, as the config's library (``scope``: its default scope)
+    builds it: mmdet's LoadAnnotations is not mmseg's."""
+    import importlib
+    TRANSFORMS = importlib.import_module(f'{scope}.registry').TRANSFORMS
     for i, step in enumerate(pipeline or ()):
         if not isinstance(step, dict) or 'type' not in step:
             continue
@@ -110,7 +113,7 @@ def _transform_defaults(pipeline, prefix: str) -> Iterator[tuple]:
             for name, value in _defaults(cls, step, skip=('transforms',)).items():
                 yield f'{prefix}.{i}.{name}', value
         if isinstance(step.get('transforms'), list) and all(isinstance(t, dict) for t in step['transforms']):
-            yield from _transform_defaults(step['transforms'], f'{prefix}.{i}.transforms')
+            yield from _transform_defaults(step['transforms'], f'{prefix}.{i}.transforms', scope)
 
 
 def _section(key: str) -> str:
@@ -372,6 +375,7 @@ def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '',
             Row('batch and lr', 'images per iteration', plan.images_per_iteration, 'derived'),
             Row('batch and lr', 'lr scale', scale, 'derived')]
     rows += _lr_used(cfg, scale)
+    scope = cfg.get('default_scope') or 'mmseg'
     for top in RUNNER_KEYS:
         if top not in cfg:
             continue
@@ -383,9 +387,10 @@ def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '',
         if top.endswith('_dataloader'):
             rows += [Row(_section(key), key, value, 'default')
                      for key, value in _transform_defaults(cfg[top].get('dataset', {}).get('pipeline'),
-                                                           f'{top}.dataset.pipeline')]
+                                                           f'{top}.dataset.pipeline', scope)]
         if top == 'tta_pipeline':
-            rows += [Row('evaluation', key, value, 'default') for key, value in _transform_defaults(cfg[top], top)]
+            rows += [Row('evaluation', key, value, 'default')
+                     for key, value in _transform_defaults(cfg[top], top, scope)]
     rows += _backbone_rows(cfg.model.get('backbone', {}))
     if run is None and build and cfg.get('optim_wrapper') and cfg.get('train_cfg'):
         run = build_run_objects(cfg, plan)

@@ -24,8 +24,10 @@ test_pipeline = [
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
 # 16 images per iteration, EoMT's batch; dist_train.sh keeps them on 1-8 GPUs by accumulation
+# iteration-based, as the semantic configs: an infinite sampler (mmengine's epoch-based loop over an
+# iteration count pauses 2 s at every epoch end)
 train_dataloader = dict(
-    batch_size=2, num_workers=4, batch_sampler=None,
+    batch_size=2, num_workers=4, sampler=dict(type='InfiniteSampler', shuffle=True), batch_sampler=None,
     dataset=dict(filter_cfg=dict(filter_empty_gt=True, min_size=0), pipeline=train_pipeline))
 val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader

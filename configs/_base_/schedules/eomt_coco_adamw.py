@@ -14,6 +14,6 @@ param_scheduler = [
     dict(type='TwoStageWarmupPolyLR', warmup_new=500, warmup_backbone=1000, power=0.9, by_epoch=False,
          begin=0, end=max_iters),
 ]
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters, val_interval=2 * epoch)
+train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=2 * epoch)
 val_cfg = dict(type='ValLoop')
 test_cfg = dict(type='TestLoop')
