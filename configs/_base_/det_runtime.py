@@ -9,6 +9,8 @@ log_processor = dict(by_epoch=False)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=14782, max_keep_ckpts=3))
+# no fixed name: each Runner (train, then test, in one process) gets its own visualizer and log folder
+visualizer = dict(_delete_=True, type='DetLocalVisualizer', vis_backends=[dict(type='LocalVisBackend')])
 custom_hooks = [
     dict(type='NonFiniteLossHook', action='stop'),
     dict(type='RandomStateHook'),

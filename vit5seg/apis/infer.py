@@ -108,7 +108,14 @@ def inference_test_cfg(mode: str, crop: Optional[Tuple[int, int]] = None, stride
 
 def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: Optional[Tuple[int, int]],
                     scale: Optional[Tuple[int, int]]):
-    """Whole-image or sliding-window inference and the test-time resize."""
+    """Whole-image or sliding-window inference and the test-time resize (a panoptic or instance
+    model: its own input size; its test pipeline holds no annotation loading already)."""
+    from .inference import is_detection_config
+    if is_detection_config(model.cfg):
+        if mode != 'whole' or crop or stride or scale:
+            raise ValueError('--mode, --crop, --stride and --scale are for semantic models: a panoptic or instance '
+                             'model sees its own input size (its config\'s Resize and pad_size)')
+        return model
     model.test_cfg = inference_test_cfg(mode, crop, stride)
     if scale is not None:
         for step in model.cfg.test_pipeline:
@@ -120,10 +127,12 @@ def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: O
 
 def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacity: float = 0.5,
                   side_by_side: bool = False, legend: bool = False, progress: bool = True) -> InferenceReport:
-    from mmseg.apis import inference_model
     from mmseg.datasets import ADE20KDataset
 
+    from .inference import inference_model, is_detection_config
     out_dir = Path(out_dir)
+    if is_detection_config(model.cfg):
+        return _run_detection(model, inputs, out_dir, batch_size, opacity, side_by_side, progress)
     (out_dir / 'masks').mkdir(parents=True, exist_ok=True)
     (out_dir / 'overlays').mkdir(parents=True, exist_ok=True)
     meta = getattr(model, 'dataset_meta', None) or ADE20KDataset.METAINFO
@@ -159,6 +168,39 @@ def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacit
     return summary
 
 
+def _run_detection(model, inputs: List[str], out_dir: Path, batch_size: int, opacity: float, side_by_side: bool,
+                   progress: bool) -> InferenceReport:
+    """A panoptic or instance model: apis/infer_det.py's files."""
+    from .infer_det import DetectionWriter
+    from .inference import inference_model
+    writer = DetectionWriter(out_dir, model.dataset_meta, opacity)
+    summary = InferenceReport()
+    sources, missing = collect_sources(inputs)
+    summary.skipped += missing
+    bar = tqdm(total=count_frames(sources), unit='img', disable=not progress, dynamic_ncols=True)
+    batch = []
+
+    def flush():
+        results = inference_model(model, [img for _, img in batch])
+        for (name, img), result in zip(batch, results):
+            view = writer.add(name, img, result)
+            if side_by_side:
+                cv2.imwrite(str(out_dir / 'overlays' / f'{name}.jpg'), np.concatenate([img, view], axis=1))
+            summary.done += 1
+        bar.update(len(batch))
+        batch.clear()
+
+    for name, img in iter_frames(sources, summary):
+        batch.append((name, img))
+        if len(batch) == batch_size:
+            flush()
+    if batch:
+        flush()
+    bar.close()
+    writer.close()
+    return summary
+
+
 def main(argv=None):
     from ..engine.amp import add_amp_arguments
     parser = argparse.ArgumentParser(description='Segment images, folders, globs or videos with a trained config.')
@@ -166,7 +208,10 @@ def main(argv=None):
     parser.add_argument('checkpoint', help='checkpoint file or http(s) URL (downloaded once into the torch hub cache)')
     parser.add_argument('--sha256', help='expected sha256 of the checkpoint (or a prefix of 8+ hex digits)')
     parser.add_argument('inputs', nargs='+', help='images, folders, glob patterns (quoted) or videos')
-    parser.add_argument('--out-dir', required=True, help='writes OUT_DIR/masks/<name>.png and OUT_DIR/overlays/<name>.jpg')
+    parser.add_argument('--out-dir', required=True,
+                        help='writes OUT_DIR/masks/<name>.png and OUT_DIR/overlays/<name>.jpg; for a panoptic model '
+                             'OUT_DIR/panoptic/<name>.png and panoptic.json (COCO\'s panoptic format), for an '
+                             'instance model instances.json (COCO\'s results format)')
     parser.add_argument('--device', default=None, help='e.g. cuda:0 or cpu (default: cuda:0 if available)')
     parser.add_argument('--batch-size', type=int, default=1, help='images per forward pass')
     parser.add_argument('--mode', choices=['whole', 'slide'], default='whole', help='whole image or sliding window')
@@ -187,7 +232,10 @@ def main(argv=None):
     from .inference import init_model
     model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256,
                        amp=args.amp_dtype if args.amp else None)
-    model = configure_model(model, args.mode, args.crop, args.stride, args.scale)
+    try:
+        model = configure_model(model, args.mode, args.crop, args.stride, args.scale)
+    except ValueError as e:
+        parser.error(str(e))
     summary = run_inference(model, args.inputs, args.out_dir, args.batch_size, args.opacity, args.side_by_side,
                             args.legend, progress=not args.no_progress)
     for path, why in summary.skipped:

@@ -2,6 +2,7 @@ import copy
 from typing import Optional
 
 import torch
+from mmengine.config import Config
 from mmengine.model.utils import revert_sync_batchnorm
 from mmseg.apis import inference_model as _mmseg_inference_model
 from mmseg.apis import init_model as _mmseg_init_model
@@ -10,7 +11,29 @@ import vit5seg  # noqa: F401  (registers ViT5 before any config is built)
 from vit5seg.engine.amp import amp_dtype, enable_amp
 from vit5seg.hub import resolve
 
-__all__ = ['init_model', 'inference_model']
+__all__ = ['init_model', 'inference_model', 'is_detection_config']
+
+
+def is_detection_config(cfg: Config) -> bool:
+    """A panoptic or instance config (mmdet's scope: EoMT as an mmdet model), not a segmentor's."""
+    return cfg.get('default_scope') == 'mmdet'
+
+
+def _init_detector(cfg: Config, checkpoint: Optional[str], cfg_options: Optional[dict]):
+    """mmdet's ``init_detector``, its test pipeline without annotation loading (DetInferencer's rule)."""
+    from mmdet.apis import init_detector
+    cfg = copy.deepcopy(cfg)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    pipeline = cfg.test_dataloader.dataset.pipeline
+    pipeline[:] = [step for step in pipeline if step['type'] not in ('LoadAnnotations', 'LoadPanopticAnnotations')]
+    model = init_detector(cfg, checkpoint, device='cpu')
+    if len(model.dataset_meta.get('classes', ())) != model.num_classes:
+        # a converted release carries no class names: mmdet then assumes COCO's 80; the config's dataset knows them
+        from mmdet.registry import DATASETS
+        dataset = cfg.test_dataloader.dataset
+        model.dataset_meta = dict(DATASETS.get(dataset.type).METAINFO, **dataset.get('metainfo', {}))
+    return model
 
 
 def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] = None,
@@ -20,13 +43,19 @@ def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] =
     the first GPU if there is one, else the CPU. ``checkpoint`` may be an http(s) URL
     (downloaded once into torch's hub cache); ``sha256`` is checked before loading.
     ``amp='bf16'`` or ``'fp16'``: the forward runs under autocast in that dtype
-    (:mod:`vit5seg.engine.amp`; an unsupported dtype for the device is an error)."""
+    (:mod:`vit5seg.engine.amp`; an unsupported dtype for the device is an error).
+    A panoptic or instance config (:func:`is_detection_config`) gives mmdet's model, through
+    mmdet's ``init_detector``."""
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     if amp is not None:
         amp_dtype(device, amp)  # before loading anything
     if checkpoint is not None:
         checkpoint = resolve(checkpoint, sha256)
-    model = _mmseg_init_model(config, checkpoint, device='cpu', cfg_options=cfg_options)
+    config = Config.fromfile(str(config)) if not isinstance(config, Config) else config
+    if is_detection_config(config):
+        model = _init_detector(config, checkpoint, cfg_options)
+    else:
+        model = _mmseg_init_model(config, checkpoint, device='cpu', cfg_options=cfg_options)
     cfg = model.cfg
     model = revert_sync_batchnorm(model)
     model.cfg = cfg
@@ -34,13 +63,18 @@ def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] =
 
 
 def inference_model(model, imgs):
-    """mmseg's ``inference_model`` (an image path or BGR array, or a list of them).
+    """mmseg's ``inference_model`` (an image path or BGR array, or a list of them); for a
+    panoptic or instance model mmdet's ``inference_detector``, whose ``DetDataSample`` holds
+    ``pred_panoptic_seg`` or ``pred_instances``.
 
     mmseg's version rewrites ``model.cfg.test_pipeline`` in place (an array input turns
     its loader into ``LoadImageFromNDArray`` for good, so a later path input fails);
     here it works on a copy each call.
     """
     cfg = model.cfg
+    if is_detection_config(cfg):
+        from mmdet.apis import inference_detector
+        return inference_detector(model, imgs)  # works on a copy of the config
     model.cfg = copy.deepcopy(cfg)
     try:
         return _mmseg_inference_model(model, imgs)
