@@ -137,3 +137,34 @@ def test_coco_instance_release_predicts_as_eomt(tmp_path):
     ys, xs = torch.nonzero(found.masks[order[0]], as_tuple=True)
     torch.testing.assert_close(found.bboxes[order[0]], torch.tensor([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1],
                                                                     dtype=torch.float))
+
+
+def test_a_release_in_a_config_of_another_task_is_one_error_naming_the_config_it_fits(tmp_path):
+    from vit5seg.apis import init_model
+    from vit5seg.engine.checkpoint_io import CheckpointShapeError
+    _, converted = make_release(tmp_path, 384, 6, 133)
+    semantic = Config.fromfile(str(REPO / 'configs' / 'eomt' / 'dinov2-small_eomt_ade20k.py'))
+    semantic.model.backbone.update(num_layers=DEPTH, init_cfg=None, img_size=SIDE)
+    semantic.model.decode_head.update(num_blocks=MASKED)
+    with pytest.raises(CheckpointShapeError, match=r'COCO panoptic release .*it fits '
+                                                   r'configs/eomt/dinov2-small_eomt_coco-panoptic-640.py'):
+        init_model(semantic, str(converted), device='cpu')
+    instance = small_config('dinov2-large_eomt_coco-instance-640.py', 6)
+    instance.model.backbone.embed_dims = 384
+    instance.model.decode_head.in_channels = 384
+    with pytest.raises(CheckpointShapeError, match=r'decode_head.class_head.weight: checkpoint \(134, 384\) vs model '
+                                                   r'\(81, 384\).*it fits configs/eomt/dinov2-small_eomt_coco-panoptic'):
+        init_model(instance, str(converted), device='cpu')
+
+
+def test_a_panoptic_config_without_panopticapi_is_one_line(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    from vit5seg.engine.launch import run_tool, train
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec', lambda name, *a: None if name == 'panopticapi' else real(name, *a))
+    with pytest.raises(SystemExit) as exited:
+        run_tool(train, [str(REPO / 'configs' / 'tiny' / 'vit5_eomt_coco_panoptic_synthetic.py'),
+                         '--work-dir', str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 1 and err.count('\n') == 1 and 'pip install --no-deps panopticapi-lite' in err

@@ -52,6 +52,9 @@ rm -f .venv-error.log
 extras=""
 [ "$job" = test ] && extras="[tests]"
 pip_quiet .venv .venv/pip.log -c requirements/lock.txt -e ".$extras"
+# mmdet's panoptic dataset and metric import panopticapi; the registries carry it as panopticapi-lite, whose
+# metadata pins numpy<2 that its code does not need (docs/panoptic.md): installed without its dependencies
+pip_quiet .venv .venv/pip.log -c requirements/lock.txt --no-deps panopticapi-lite
 # Two cores: torch's threads must not fight dataloader workers (30x slower seen here).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 [ "$job" = demo ] && exec .venv/bin/python -m vit5seg.demo "$@"
@@ -92,6 +95,7 @@ fi
 wheel=$(ls "$dist"/vit5seg-*.whl)
 pip_quiet "$second" "$second/pip-vit5seg.log" --force-reinstall --no-deps "$wheel"
 pip_quiet "$second" "$second/pip-vit5seg.log" "$wheel[tests]"
+pip_quiet "$second" "$second/pip-vit5seg.log" --no-deps "$(grep '^panopticapi-lite==' requirements/lock.txt)"
 rm -rf "$dist"
 after=$("$second/bin/python" -c 'import torch; print(torch.__version__)')
 if [ "$before" != "$after" ]; then
