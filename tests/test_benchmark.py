@@ -133,3 +133,23 @@ def test_fp16_train_steps_need_a_gpu():
     steps = SegmentorSteps(tiny_segmentor(REPO / 'configs' / 'vit5_upernet_ade20k.py'), 32, 1, 'cpu', (32, 32), 32)
     with pytest.raises(ValueError, match='fp16 autocast train steps need a CUDA GPU'):
         steps.train(torch.float16)
+
+
+def test_panoptic_benchmark_times_eomt_its_dinov3_peer_and_mmdets_mask2former_on_the_backbone():
+    """tools/benchmark.py --panoptic at a CPU size: three mmdet models built as the docs say (EoMT from
+    the COCO panoptic config, mmdet's Mask2Former with the ViT-5 backbone of mmseg's registry and its
+    pyramid), each running mmdet's predict; the report and the self-check's section show them."""
+    from mmdet.models.detectors import Mask2Former
+    from vit5seg.benchmark_panoptic import mask2former_detector, panoptic_table, panoptic_timings
+    from vit5seg.models.backbones.vit5 import ViT5
+    from vit5seg.selfcheck import report_markdown
+    tiny = {'arch': 'vit5-small', 'embed_dims': 64, 'num_layers': 12, 'num_heads': 2}
+    peer = mask2former_detector(tiny)
+    assert isinstance(peer, Mask2Former) and isinstance(peer.backbone, ViT5) and tuple(peer.backbone.out_indices) == (3, 5, 7, 11)
+    result = panoptic_timings(tiny, side=64, repeats=1, warmup=0)
+    assert result['eomt_s'] > 0 and result['mask2former_s'] > 0 and result['dinov3_peer'] is None
+    assert result['mask2former_vs_eomt'] == pytest.approx(result['mask2former_s'] / result['eomt_s'])
+    table = panoptic_table(result)
+    assert 'EoMT' in table and 'mask2former_vs_eomt' in table
+    report = dict(environment={}, quick=False, device='cpu', checks=[], figures={}, panoptic=result)
+    assert '## Panoptic inference (COCO, 640)' in report_markdown(report) and table in report_markdown(report)

@@ -528,9 +528,23 @@ def main(argv=None):
                         help='also time the UperNet train step, whole and slide inference, and its peak memory, '
                              'and EoMT\'s train step and whole-image inference beside them')
     parser.add_argument('--compile', action='store_true', help='also time torch.compile of our backbone')
+    parser.add_argument('--panoptic', action='store_true',
+                        help='time panoptic inference instead (mmdet predict at --crop, batch 1): EoMT with this '
+                             'backbone, with DINOv3 of its size, and mmdet\'s Mask2Former on the same backbone '
+                             '(vit5seg/benchmark_panoptic.py)')
     parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurements')
     parser.add_argument('--json', help='write all figures to this file')
     args = parser.parse_args(argv)
+    if args.panoptic:
+        from .benchmark_panoptic import panoptic_table, panoptic_timings
+        result = panoptic_timings(args.arch, args.crop, args.device, args.warmup, args.repeats)
+        result.update(code_fields())
+        print(f'code: {describe_code()}')
+        print(panoptic_table(result))
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump(result, f, indent=2)
+        return result
     result = run_benchmark(args.arch, args.crop, args.batch, args.device, args.warmup, args.repeats, args.amp,
                            args.segmentor, args.compile, not args.no_memory)
     result.update(code_fields())

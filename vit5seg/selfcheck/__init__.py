@@ -3,10 +3,11 @@
     python tools/selfcheck.py [--device cpu|cuda] [--gpus N] [--quick] --out DIR
 
 Writes ``DIR/selfcheck.json`` ({"environment", "tested_set", "checks", "figures", "eomt",
-"estimates"}) and a readable ``DIR/selfcheck.md``; exits 1 if any check fails.
+"panoptic", "estimates"}) and a readable ``DIR/selfcheck.md``; exits 1 if any check fails.
 ``environment`` says what the machine is and which code ran (version, commit, how it is
 installed), ``tested_set`` the lock's versions beside it, ``checks`` holds the checks,
-``figures`` the measurements, ``eomt`` EoMT's speed eager and compiled, ``estimates`` the
+``figures`` the measurements, ``eomt`` EoMT's speed eager and compiled, ``panoptic`` (CUDA) EoMT's
+panoptic inference beside DINOv3's and Mask2Former's (vit5seg.benchmark_panoptic), ``estimates`` the
 run time of the entry configs and EoMT on 1, 2, 4 and 8 GPUs.
 """
 import argparse
@@ -17,6 +18,7 @@ from typing import List, Optional
 
 import torch
 
+from ..benchmark_panoptic import panoptic_table, panoptic_timings
 from .checks import CHECKS, ENTRY_CONFIGS, QUICK, Context, Skip
 from .figures import (EOMT_ANCHOR, EOMT_CONFIGS, eomt_figures, eomt_table, estimate_line, rms_norm_figures,
                       schedule_estimates, segmentor_figures)
@@ -68,6 +70,9 @@ def report_markdown(report: dict) -> str:
                   'every mask on; `first_train_step_s`: the compiled first step, compiling included. '
                   f'{EOMT_ANCHOR}.', '']
         lines += eomt_table(report['eomt'])
+    if report.get('panoptic'):
+        lines += ['', '## Panoptic inference (COCO, 640)', '', 'Random weights; `tools/benchmark.py --panoptic` '
+                  'measures the same on any device.', '', '```', panoptic_table(report['panoptic']), '```']
     if report.get('estimates'):
         lines += ['', '## Run time and memory on 1, 2, 4 and 8 GPUs', '',
                   'Train steps only, at the step measured here, each GPU count keeping the config\'s images per '
@@ -99,6 +104,9 @@ def selfcheck(device: Optional[str] = None, gpus: Optional[int] = None, quick: b
         report['figures'].update(segmentor_figures(device, rounds))
         report['eomt'] = eomt_figures(device, rounds)
         print('\n'.join(eomt_table(report['eomt'])), flush=True)
+        if device == 'cuda':  # on CPU minutes a model: tools/benchmark.py --panoptic there
+            report['panoptic'] = panoptic_timings('vit5-small', 640, device, repeats=rounds)
+            print(panoptic_table(report['panoptic']), flush=True)
         report['estimates'] = schedule_estimates([*ENTRY_CONFIGS.values(), *EOMT_CONFIGS.values()], device, rounds,
                                                  crop=None if device == 'cuda' else 128)
         for row in report['estimates']:

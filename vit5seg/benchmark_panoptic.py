@@ -1,0 +1,106 @@
+"""Panoptic inference speed (``tools/benchmark.py --panoptic``): EoMT as an mmdet model at its
+input side (640), ViT-5 against DINOv3 of the same size, and EoMT against mmdet's own
+Mask2Former on the same ViT-5 backbone (its taps and Feature2Pyramid neck, the backbone of
+mmseg's registry in an mmdet config). Each model runs mmdet's whole ``predict``: the network,
+the mask upsampling and MaskFormerFusionHead's panoptic map. Timed interleaved in one process.
+"""
+import statistics
+from typing import Dict
+
+import torch
+
+from .models.backbones.vit5 import resolve_arch
+from .paths import config_path
+from .utils.timing import quartiles, time_interleaved
+
+PEERS = {'vit5-small': 'dinov3-small', 'vit5-base': 'dinov3-base', 'vit5-large': 'dinov3-large'}
+
+
+def _taps(depth: int):
+    return (3, 5, 7, 11) if depth == 12 else (7, 11, 15, 23)
+
+
+def eomt_detector(arch: str, side: int):
+    """The COCO panoptic EoMT config's model with this backbone, random weights."""
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    from mmdet.registry import MODELS
+    cfg = Config.fromfile(str(config_path('eomt/vit5-base_eomt_coco-panoptic-640.py')))
+    width, depth = resolve_arch(arch)['embed_dims'], resolve_arch(arch)['num_layers']
+    cfg.model.backbone.update(arch=arch, init_cfg=None)
+    cfg.model.decode_head.update(in_channels=width, num_blocks=3 if depth <= 12 else 4)
+    cfg.model.data_preprocessor.pad_size = (side, side)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        return MODELS.build(cfg.model)
+
+
+def mask2former_detector(arch: str):
+    """mmdet's Mask2Former COCO panoptic model (mask2former_r50_8xb2-lsj-50e_coco-panoptic.py) with
+    its ResNet replaced by this ViT-5 and the entry config's Feature2Pyramid."""
+    from mmengine.hub import get_config
+    from mmengine.registry import DefaultScope
+    from mmdet.registry import MODELS
+    cfg = get_config('mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco-panoptic.py')
+    width, depth = resolve_arch(arch)['embed_dims'], resolve_arch(arch)['num_layers']
+    cfg.model.backbone = dict(type='mmseg.ViT5', arch=arch, img_size=224, out_indices=_taps(depth))
+    cfg.model.neck = dict(type='mmseg.Feature2Pyramid', embed_dim=width, rescales=[4, 2, 1, 0.5],
+                          norm_cfg=dict(type='BN', requires_grad=True))
+    cfg.model.panoptic_head.in_channels = [width] * 4
+    cfg.model.test_cfg.instance_on = False   # the panoptic map only, as EoMT's
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        return MODELS.build(cfg.model)
+
+
+def _predict_step(model, side: int, device):
+    from mmdet.structures import DetDataSample
+    model = model.to(device).eval()
+    x = torch.randn(1, 3, side, side, device=device)
+    meta = dict(img_shape=(side, side), ori_shape=(side, side), batch_input_shape=(side, side), pad_shape=(side, side),
+                scale_factor=(1.0, 1.0))
+
+    def step():
+        with torch.no_grad():
+            model.predict(x, [DetDataSample(metainfo=meta)])
+    return step
+
+
+def panoptic_timings(arch: str = 'vit5-small', side: int = 640, device: str = 'cpu', warmup: int = 1,
+                     repeats: int = 5, mask2former: bool = True) -> Dict[str, object]:
+    """Seconds per image (median, quartiles) and the ratios: ``vit5_vs_dinov3`` (ViT-5 EoMT's time
+    over DINOv3 EoMT's) and ``mask2former_vs_eomt`` (Mask2Former's over EoMT's: EoMT's speed-up)."""
+    steps = {'eomt': _predict_step(eomt_detector(arch, side), side, device)}
+    peer = PEERS.get(arch if isinstance(arch, str) else '')
+    if peer:
+        steps['eomt_dinov3'] = _predict_step(eomt_detector(peer, side), side, device)
+    if mask2former:
+        steps['mask2former'] = _predict_step(mask2former_detector(arch), side, device)
+    times = time_interleaved(steps, device, warmup, repeats)
+    out = {'arch': arch, 'dinov3_peer': peer, 'side': side, 'device': str(device), 'repeats': repeats,
+           'threads': torch.get_num_threads(), 'torch_version': torch.__version__}
+    for name, values in times.items():
+        out[f'{name}_s'] = statistics.median(values)
+        out[f'{name}_s_quartiles'] = quartiles(values)
+    if peer:
+        ratios = [a / b for a, b in zip(times['eomt'], times['eomt_dinov3'])]
+        out['vit5_vs_dinov3'] = statistics.median(ratios)
+    if mask2former:
+        ratios = [a / b for a, b in zip(times['mask2former'], times['eomt'])]
+        out['mask2former_vs_eomt'] = statistics.median(ratios)
+        out['mask2former_vs_eomt_quartiles'] = quartiles(ratios)
+    return out
+
+
+def panoptic_table(result: dict) -> str:
+    lines = [f'panoptic inference at {result["side"]}x{result["side"]}, batch 1, mmdet predict (network, mask '
+             f'upsampling, fusion), {result["device"]}, {result["threads"]} threads, median of {result["repeats"]}']
+    for name, label in (('eomt', f'EoMT {result["arch"]}'), ('eomt_dinov3', f'EoMT {result["dinov3_peer"]}'),
+                        ('mask2former', f'Mask2Former {result["arch"]} (Feature2Pyramid)')):
+        if f'{name}_s' in result:
+            lines.append(f'  {label}: {result[f"{name}_s"] * 1000:.1f} ms')
+    if 'vit5_vs_dinov3' in result:
+        lines.append(f'  vit5_vs_dinov3: {result["vit5_vs_dinov3"]:.3f} (ViT-5 EoMT time / DINOv3 EoMT time)')
+    if 'mask2former_vs_eomt' in result:
+        q1, q3 = result['mask2former_vs_eomt_quartiles']
+        lines.append(f'  mask2former_vs_eomt: {result["mask2former_vs_eomt"]:.2f} (Mask2Former time / EoMT time; '
+                     f'quartiles {q1:.2f}-{q3:.2f})')
+    return '\n'.join(lines)
