@@ -735,7 +735,8 @@ COCO_RUNTIME = join(
     pin(MMSEG_RUNTIME, 'log_processor', by_epoch=False),
     pin(MMSEG_SCHEDULE, 'val_cfg', type='ValLoop'),
     pin(MMSEG_SCHEDULE, 'test_cfg', type='TestLoop'),
-    pins(MMDET_COCO_PAN, {'test_dataloader': 'the same as val_dataloader', 'test_evaluator': 'the same as val_evaluator'}),
+    pins(MMDET_COCO_PAN, {'test_dataloader': 'the same as val_dataloader',
+                          'test_evaluator': 'the same as val_evaluator'}),
 )
 
 
@@ -791,7 +792,8 @@ def coco_data(task: str, side: int = 640, root: str = 'data/coco/') -> Dict[str,
     )
     if panoptic:
         out.update(join(
-            pin(source, 'train_dataloader.dataset.data_prefix', img='train2017/', seg='annotations/panoptic_train2017/'),
+            pin(source, 'train_dataloader.dataset.data_prefix', img='train2017/',
+                seg='annotations/panoptic_train2017/'),
             pin(source, 'val_dataloader.dataset.data_prefix', img='val2017/', seg='annotations/panoptic_val2017/'),
             pin(source, f'{train}.1', type='LoadPanopticAnnotations', with_bbox=True, with_mask=True, with_seg=True),
             pin(f'{EOMT_TRANSFORMS}: padded targets: no mask', f'{train}.4.pad_val', img=0, seg=255),
@@ -886,7 +888,8 @@ def coco_eomt(family: str, size: str, task: str) -> Dict[str, Pin]:
             by_epoch=False, interval=2 * EOMT_COCO_EPOCH),
         pin(KEEP_CKPTS, 'default_hooks.checkpoint', max_keep_ckpts=3),
         pin(yaml, 'custom_hooks.2', type='EoMTMaskAnnealingHook', starts=starts, ends=ends),
-        pins(yaml, {'mask annealing windows': tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(zip(starts, ends)))}),
+        pins(yaml, {'mask annealing windows': tuple(f'block {i}: {s}-{e}'
+                                                    for i, (s, e) in enumerate(zip(starts, ends)))}),
         pins(f'{EOMT_PANOPTIC}: poly_power 0.9 (the annealing ramp too)', {'mask annealing power': 0.9}),
         pins(f'{lr_source}; training/lightning_module.py: block i at llrd ** (depth - 1 - i), the rest at lr',
              {'lr by layer': lr_by_layer(lr, 0.8, depth, 'eomt', blocks if dinov3 else 0), 'lr used': lr,

@@ -152,8 +152,8 @@ def test_a_release_in_a_config_of_another_task_is_one_error_naming_the_config_it
     instance = small_config('dinov2-large_eomt_coco-instance-640.py', 6)
     instance.model.backbone.embed_dims = 384
     instance.model.decode_head.in_channels = 384
-    with pytest.raises(CheckpointShapeError, match=r'decode_head.class_head.weight: checkpoint \(134, 384\) vs model '
-                                                   r'\(81, 384\).*it fits configs/eomt/dinov2-small_eomt_coco-panoptic'):
+    with pytest.raises(CheckpointShapeError, match=r'decode_head.class_head.weight: checkpoint \(134, 384\) vs '
+                                                   r'model \(81, 384\).*it fits configs/eomt/dinov2-small_eomt_coco'):
         init_model(instance, str(converted), device='cpu')
 
 

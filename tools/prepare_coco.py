@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Put COCO 2017 where the panoptic and instance configs read it: python tools/prepare_coco.py [FOLDER|URL] --out data/coco"""
+"""Put COCO 2017 where the panoptic and instance configs read it:
+    python tools/prepare_coco.py [FOLDER|URL] --out data/coco"""
 import sys
 
 from vit5seg.datasets.prepare_coco import main

@@ -115,7 +115,8 @@ def _custom(root: Path, counts: dict, size: int, rng) -> None:
 
 
 _WRITERS: Dict[str, Callable] = {'cityscapes': _cityscapes, 'pascal_context': _pascal_context,
-                                 'coco_stuff': _coco_stuff, 'custom': _custom, 'coco_panoptic': make_synthetic_coco_panoptic}
+                                 'coco_stuff': _coco_stuff, 'custom': _custom,
+                                 'coco_panoptic': make_synthetic_coco_panoptic}
 
 
 def make_synthetic_data(dataset: str, root, num_train: int = 64, num_val: int = 16, size: int = 128,

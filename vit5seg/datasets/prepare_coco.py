@@ -104,7 +104,8 @@ def check_coco(root: Path) -> Tuple[List[str], List[str]]:
     return lines, problems
 
 
-def prepare_coco(src: Optional[str] = None, out='data/coco', progress: bool = True) -> Tuple[Path, List[str], List[str]]:
+def prepare_coco(src: Optional[str] = None, out='data/coco',
+                 progress: bool = True) -> Tuple[Path, List[str], List[str]]:
     """Put COCO 2017 at ``out`` and check it. ``src``: a base URL (default COCO's) or a folder
     holding the four zips. Returns (out, lines of what was done and counted, problems)."""
     out = Path(out)

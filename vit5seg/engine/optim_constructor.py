@@ -77,7 +77,8 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
         if numbering not in LAYER_NUMBERINGS:
             raise ValueError(f'paramwise_cfg.layer_numbering must be one of {LAYER_NUMBERINGS}, got {numbering!r}')
         decay_all = bool(self.paramwise_cfg.get('decay_all', False))
-        unknown = set(self.paramwise_cfg) - {'layer_decay_rate', 'layer_numbering', 'decay_all', 'full_rate_last_blocks'}
+        unknown = set(self.paramwise_cfg) - {'layer_decay_rate', 'layer_numbering', 'decay_all',
+                                             'full_rate_last_blocks'}
         if unknown:
             raise ValueError(f'ViT5OptimWrapperConstructor: unknown paramwise_cfg keys {sorted(unknown)}')
         backbone = getattr(module, 'backbone', None)
@@ -100,8 +101,9 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
             key = (layer_id, decay, in_backbone)
             group = groups.get(key)
             if group is None:
+                exponent = decay_exponent(layer_id, num_layers, numbering, full_rate_last)
                 group = groups[key] = dict(
-                    params=[], lr=self.base_lr * rate ** decay_exponent(layer_id, num_layers, numbering, full_rate_last),
+                    params=[], lr=self.base_lr * rate ** exponent,
                     weight_decay=self.base_wd if decay else 0., layer_id=layer_id, backbone=in_backbone)
             group['params'].append(param)
         params.extend(groups[k] for k in sorted(groups))
