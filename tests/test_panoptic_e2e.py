@@ -88,3 +88,24 @@ def test_the_python_api_gives_mmdets_data_sample(trained):
     result = inference_model(model, img)
     assert isinstance(result, DetDataSample) and result.pred_panoptic_seg.sem_seg.shape[1:] == img.shape[:2]
     assert model.dataset_meta['classes'][0] == 'person' and len(model.dataset_meta['classes']) == 133
+
+
+def test_mmdets_own_train_tool_takes_the_config(trained):
+    """`mim train mmdet CONFIG` runs mmdet's tools/train.py: in a process that has not imported
+    vit5seg when it reads the config (custom_imports does, after)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import mmdet
+    cwd, _ = trained
+    tool = Path(mmdet.__file__).parent / '.mim' / 'tools' / 'train.py'
+    done = subprocess.run([sys.executable, str(tool), str(CONFIG), '--work-dir', 'mmdet_run', '--cfg-options',
+                           'train_cfg.max_iters=4', 'train_cfg.val_interval=4', 'custom_hooks.2.starts=[1,2]',
+                           'custom_hooks.2.ends=[2,3]'], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, 'OMP_NUM_THREADS': '1'}, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = done.stdout + done.stderr
+    assert 'recipe card: ' in log and set(pq_table(log)) == {'All', 'Things', 'Stuff'}
+    assert (cwd / 'mmdet_run' / 'iter_4.pth').is_file()

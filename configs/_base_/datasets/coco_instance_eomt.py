@@ -1,6 +1,7 @@
-# COCO instance segmentation as EoMT trains and evaluates it (datasets/coco_instance.py), in mmdet's
-# CocoDataset and CocoMetric (mask AP, pycocotools, as EoMT's zoo reports it).
-_base_ = ['mmdet::_base_/datasets/coco_instance.py']
+# COCO instance segmentation as EoMT trains and evaluates it (datasets/coco_instance.py), in mmdet's CocoDataset
+# and CocoMetric (mask AP, pycocotools, as EoMT's zoo reports it). mmdet 3.3.0's
+# configs/_base_/datasets/coco_instance.py written out with EoMT's pipelines (det_runtime.py says why).
+data_root = 'data/coco/'
 image_size = (640, 640)
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -20,13 +21,19 @@ test_pipeline = [
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
-# iteration-based, as the semantic configs: an infinite sampler (mmengine's epoch-based loop over an
-# iteration count pauses 2 s at every epoch end)
 train_dataloader = dict(
-    batch_size=2, num_workers=4, sampler=dict(type='InfiniteSampler', shuffle=True), batch_sampler=None,
-    dataset=dict(filter_cfg=dict(filter_empty_gt=True, min_size=0), pipeline=train_pipeline))
-val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+    batch_size=2, num_workers=4, persistent_workers=True, sampler=dict(type='InfiniteSampler', shuffle=True),
+    batch_sampler=None,
+    dataset=dict(type='CocoDataset', data_root=data_root, ann_file='annotations/instances_train2017.json',
+                 data_prefix=dict(img='train2017/'), filter_cfg=dict(filter_empty_gt=True, min_size=0),
+                 pipeline=train_pipeline, backend_args=None))
+val_dataloader = dict(
+    batch_size=1, num_workers=2, persistent_workers=True, drop_last=False,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(type='CocoDataset', data_root=data_root, ann_file='annotations/instances_val2017.json',
+                 data_prefix=dict(img='val2017/'), test_mode=True, pipeline=test_pipeline, backend_args=None))
 test_dataloader = val_dataloader
-val_evaluator = dict(metric='segm')
+val_evaluator = dict(type='CocoMetric', ann_file=data_root + 'annotations/instances_val2017.json', metric='segm',
+                     format_only=False, backend_args=None)
 test_evaluator = val_evaluator
 auto_scale_lr = dict(enable=False, base_batch_size=16)

@@ -1,6 +1,7 @@
-# COCO panoptic as EoMT trains and evaluates it (datasets/coco_panoptic.py, datasets/transforms.py),
-# in mmdet's CocoPanopticDataset and CocoPanopticMetric (PQ, SQ, RQ; things and stuff).
-_base_ = ['mmdet::_base_/datasets/coco_panoptic.py']
+# COCO panoptic as EoMT trains and evaluates it (datasets/coco_panoptic.py, datasets/transforms.py), in mmdet's
+# CocoPanopticDataset and CocoPanopticMetric (PQ, SQ, RQ; things and stuff). mmdet 3.3.0's
+# configs/_base_/datasets/coco_panoptic.py written out with EoMT's pipelines (det_runtime.py says why).
+data_root = 'data/coco/'
 image_size = (640, 640)
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -23,12 +24,22 @@ test_pipeline = [
     dict(type='LoadPanopticAnnotations'),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
-# 16 images per iteration, EoMT's batch; dist_train.sh keeps them on 1-8 GPUs by accumulation
-# iteration-based, as the semantic configs: an infinite sampler (mmengine's epoch-based loop over an
-# iteration count pauses 2 s at every epoch end)
+# 16 images per iteration, EoMT's batch; dist_train.sh keeps them on 1-8 GPUs by accumulation. Iteration-based,
+# as the semantic configs: an infinite sampler (an epoch-based sampler pauses mmengine's iteration loop 2 s an epoch)
 train_dataloader = dict(
-    batch_size=2, num_workers=4, sampler=dict(type='InfiniteSampler', shuffle=True), batch_sampler=None,
-    dataset=dict(filter_cfg=dict(filter_empty_gt=True, min_size=0), pipeline=train_pipeline))
-val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+    batch_size=2, num_workers=4, persistent_workers=True, sampler=dict(type='InfiniteSampler', shuffle=True),
+    batch_sampler=None,
+    dataset=dict(type='CocoPanopticDataset', data_root=data_root, ann_file='annotations/panoptic_train2017.json',
+                 data_prefix=dict(img='train2017/', seg='annotations/panoptic_train2017/'),
+                 filter_cfg=dict(filter_empty_gt=True, min_size=0), pipeline=train_pipeline, backend_args=None))
+val_dataloader = dict(
+    batch_size=1, num_workers=2, persistent_workers=True, drop_last=False,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(type='CocoPanopticDataset', data_root=data_root, ann_file='annotations/panoptic_val2017.json',
+                 data_prefix=dict(img='val2017/', seg='annotations/panoptic_val2017/'), test_mode=True,
+                 pipeline=test_pipeline, backend_args=None))
 test_dataloader = val_dataloader
+val_evaluator = dict(type='CocoPanopticMetric', ann_file=data_root + 'annotations/panoptic_val2017.json',
+                     seg_prefix=data_root + 'annotations/panoptic_val2017/', backend_args=None)
+test_evaluator = val_evaluator
 auto_scale_lr = dict(enable=False, base_batch_size=16)
