@@ -194,24 +194,31 @@ def match(class_logits, mask_logits, labels, masks, points, weights=(2.0, 5.0, 5
 
 def losses(class_logits, mask_logits, batch_labels, padded, match_points, loss_points, num_classes,
            no_object=0.1, weights=(2.0, 5.0, 5.0)):
+    """:func:`target_losses` with semantic targets: one mask per class of each (H, W) label map."""
+    return target_losses(class_logits, mask_logits, [semantic_targets(labels) for labels in batch_labels], padded,
+                         match_points, loss_points, num_classes, no_object, weights)
+
+
+def target_losses(class_logits, mask_logits, batch_targets, padded, match_points, loss_points, num_classes,
+                  no_object=0.1, weights=(2.0, 5.0, 5.0)):
     """One prediction's weighted losses ``cls`` (cross entropy over every query, no-object
     weighted ``no_object``, a weighted mean), ``bce`` and ``dice`` (of each matched mask at
     its ``loss_points``: BCE averaged over the points, dice with +1 smoothing; both summed
-    over the masks and divided by the number of target masks, at least 1).
+    over the masks and divided by the number of target masks, at least 1): EoMT's
+    MaskClassificationLoss for any task.
 
-    ``batch_labels``: per image an (H, W) label map of the unpadded image; the masks cover
-    the ``padded`` (h * patch, w * patch) image, so targets are zero beyond the image.
-    ``match_points``: per image with targets, (P, 2); ``loss_points``: (M, P, 2) for the
-    matched masks in (image, query) order."""
+    ``batch_targets``: per image (class ids (G,), float masks (G, H, W)) of the unpadded image;
+    the masks cover the ``padded`` (h * patch, w * patch) image, so targets are zero beyond the
+    image. ``match_points``: per image with targets, (P, 2); ``loss_points``: (M, P, 2) for
+    the matched masks in (image, query) order."""
     B, Q = class_logits.shape[:2]
     target_classes = torch.full((B, Q), num_classes, dtype=torch.long)
     pairs = []
     match_points = iter(match_points)
-    for b, labels in enumerate(batch_labels):
-        classes, masks = semantic_targets(labels)
+    for b, (classes, masks) in enumerate(batch_targets):
         if not len(classes):
             continue
-        H, W = labels.shape
+        H, W = masks.shape[-2:]
         masks = F.pad(masks, (0, padded[1] - W, 0, padded[0] - H))
         rows, cols = match(class_logits[b], mask_logits[b], classes, masks, next(match_points), weights)
         target_classes[b, rows] = classes[cols]
@@ -232,6 +239,17 @@ def losses(class_logits, mask_logits, batch_labels, padded, match_points, loss_p
     out['bce'] = weights[1] * bce / num_masks
     out['dice'] = weights[2] * dice / num_masks
     return out
+
+
+def panoptic_targets(segments, infos):
+    """EoMT's panoptic training targets (datasets/coco_panoptic.py, transforms.py): one mask per
+    segment of the (H, W) segment-index map (-1 void), crowd segments dropped. ``infos``: per
+    segment index (class, iscrowd)."""
+    kept = [(k, c) for k, (c, crowd) in enumerate(infos) if not crowd and (segments == k).any()]
+    if not kept:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, *segments.shape)
+    return (torch.tensor([c for _, c in kept], dtype=torch.long),
+            torch.stack([(segments == k).float() for k, _ in kept]))
 
 
 class RefDinoV2(RefDeiT3):

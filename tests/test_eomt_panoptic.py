@@ -168,3 +168,81 @@ def test_a_panoptic_config_without_panopticapi_is_one_line(tmp_path, monkeypatch
                          '--work-dir', str(tmp_path)])
     err = capsys.readouterr().err
     assert exited.value.code == 1 and err.count('\n') == 1 and 'pip install --no-deps panopticapi-lite' in err
+
+
+def test_the_loss_on_panoptic_targets_is_eomts_with_crowds_dropped(tmp_path, monkeypatch):
+    """mmdet's targets (things in gt_instances, crowds in ignored_instances, stuff from gt_sem_seg)
+    through the mmdet EoMT equal EoMT's MaskClassificationLoss on its own targets (every segment
+    but the crowd ones), for every supervised prediction, on given points. The model is the semantic
+    tiny EoMT's network, loaded from its checkpoint: one EoMT, one layout."""
+    import mmseg.utils.mask_classification as mask_classification
+    from mmdet.registry import MODELS as DET_MODELS
+    from mmdet.structures import DetDataSample
+    from mmdet.structures.mask import BitmapMasks
+    from mmengine.registry import DefaultScope
+    from mmengine.structures import InstanceData, PixelData
+    from reference_eomt import panoptic_targets, target_losses
+    from test_eomt_reference import MASKED as REF_MASKED
+    from test_eomt_reference import TINY, GivenPoints, build_pair
+
+    import vit5seg.models.eomt as eomt
+    semantic, ref = build_pair('vit5', tmp_path)
+    seg_cfg = Config.fromfile(str(TINY)).model
+    cfg = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'vit5_eomt_coco_panoptic_synthetic.py')).model
+    # ADE20K's panoptic split of the same 150 classes: 100 things, then 50 stuff
+    cfg.update(num_things_classes=100, num_stuff_classes=50, backbone=seg_cfg.backbone,
+               decode_head=dict(seg_cfg.decode_head, num_queries=semantic.decode_head.num_queries,
+                                num_blocks=REF_MASKED, train_cfg=None),
+               train_cfg=seg_cfg.decode_head.train_cfg)
+    cfg.backbone.update(embed_dims=semantic.backbone.embed_dims, num_layers=semantic.backbone.num_layers,
+                        num_heads=semantic.backbone.num_heads)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        model = DET_MODELS.build(cfg)
+    model.load_state_dict(semantic.state_dict())
+    H, W = 64, 96
+    rng = np.random.default_rng(0)
+    samples, targets = [], []
+    for b in range(2):
+        seg = np.full((H, W), -1)
+        infos = [(100 + int(rng.integers(50)), 0), (100 + int(rng.integers(50)), 0)]   # two stuff regions
+        seg[:, :W // 2], seg[:, W // 2:] = 0, 1
+        seg[:3] = -1                                                                   # void
+        for k in range(4):                                                             # things, one crowd
+            y, x = int(rng.integers(4, H - 20)), int(rng.integers(0, W - 20))
+            seg[y:y + 16, x:x + 16] = len(infos)
+            infos.append((int(rng.integers(100)), int(k == 3)))
+        sem = np.full((H, W), 255)
+        for k, (c, _) in enumerate(infos):
+            sem[seg == k] = c
+        things = [k for k, (c, crowd) in enumerate(infos) if c < 100 and not crowd and (seg == k).any()]
+        crowds = [k for k, (c, crowd) in enumerate(infos) if crowd and (seg == k).any()]
+        sample = DetDataSample(metainfo=dict(img_shape=(H, W), batch_input_shape=(H, W), pad_shape=(H, W)))
+        for field, ks in (('gt_instances', things), ('ignored_instances', crowds)):
+            sample.set_field(InstanceData(labels=torch.tensor([infos[k][0] for k in ks], dtype=torch.long),
+                                          masks=BitmapMasks(np.stack([seg == k for k in ks]).astype(np.uint8), H, W)),
+                             field)
+        sample.gt_sem_seg = PixelData(sem_seg=torch.from_numpy(sem)[None])
+        samples.append(sample)
+        targets.append(panoptic_targets(torch.from_numpy(seg), infos))
+    assert all(len(t[0]) == 5 for t in targets)   # 2 stuff + 3 things each; the crowd dropped
+    x = torch.randn(2, 3, H, W, generator=torch.Generator().manual_seed(4))
+    head = model.decode_head
+    P, M, predictions = head.train_cfg['num_points'], sum(len(t[0]) for t in targets), REF_MASKED + 1
+    g = torch.Generator().manual_seed(5)
+    match_points = [[torch.rand(P, 2, generator=g) for _ in targets] for _ in range(predictions)]
+    loss_points = [torch.rand(M, P, 2, generator=g) for _ in range(predictions)]
+    monkeypatch.setattr(mask_classification, 'torch', GivenPoints([p for layer in match_points for p in layer]))
+    given = iter(loss_points)
+    monkeypatch.setattr(eomt, 'get_uncertain_point_coords_with_randomness', lambda *args: next(given))
+    model.train()
+    ref.train()
+    head.mask_probs = [1.0, 0.5]
+    torch.manual_seed(9)
+    got = model.loss(x, samples)
+    torch.manual_seed(9)
+    expected, (h, w) = ref(x, (1.0, 0.5))
+    for i, (cls, masks) in enumerate(expected):
+        prefix = '' if i == predictions - 1 else f'm{i}.'
+        want = target_losses(cls, masks, targets, (h * 16, w * 16), match_points[i], loss_points[i], num_classes=150)
+        for ours, theirs in (('loss_cls_ce', 'cls'), ('loss_mask_ce', 'bce'), ('loss_mask_dice', 'dice')):
+            torch.testing.assert_close(got[prefix + ours], want[theirs], rtol=1e-5, atol=1e-5)

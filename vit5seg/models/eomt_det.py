@@ -45,7 +45,8 @@ class EoMT(EoMTCore, MaskFormer):
         # MaskFormer builds a query decoder head: straight to the detector base, as MaskFormer does
         super(SingleStageDetector, self).__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         head = dict(decode_head)
-        head.setdefault('train_cfg', train_cfg)
+        if head.get('train_cfg') is None:  # mmdet's place for it is the model's train_cfg
+            head['train_cfg'] = train_cfg
         # in mmseg's scope: the head's losses and assigner are mmseg's (mmdet has others of those names)
         with DefaultScope.overwrite_default_scope('mmseg'):
             self.backbone = SEG_MODELS.build(backbone)
