@@ -111,6 +111,7 @@ def test_coco_panoptic_release_predicts_as_eomt(tmp_path):
     assert (ours_cls == cls_map)[segment].mean() >= 0.99
 
 
+@pytest.mark.slow
 def test_coco_instance_release_predicts_as_eomt(tmp_path):
     from mmdet.apis import inference_detector, init_detector
     ref, converted = make_release(tmp_path, 1024, 16, 80)

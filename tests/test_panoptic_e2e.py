@@ -45,11 +45,6 @@ def test_training_prints_the_pq_table_and_learns(trained):
     assert table['All'][3] == 8   # the scenes' 4 thing and 4 stuff classes
     # the card of the run, first thing in its log
     assert '  model: EoMT num_things_classes=80 num_stuff_classes=53' in log
-    # an untrained model of the config: the same tool, no training
-    untrained = _run(REPO / 'tools' / 'train.py', CONFIG, '--work-dir', 'untrained', '--cfg-options',
-                     'train_cfg.max_iters=1', 'train_cfg.val_interval=1', 'custom_hooks.2.starts=[0,0]',
-                     'custom_hooks.2.ends=[1,1]', cwd=cwd)
-    assert pq_table(untrained)['All'][0] < 5
 
 
 def test_test_tool_reproduces_the_pq_of_the_checkpoint(trained):
@@ -90,9 +85,10 @@ def test_the_python_api_gives_mmdets_data_sample(trained):
     assert model.dataset_meta['classes'][0] == 'person' and len(model.dataset_meta['classes']) == 133
 
 
-def test_mmdets_own_train_tool_takes_the_config(trained):
+def test_mmdets_own_train_tool_takes_the_config_and_one_iteration_learns_nothing(trained):
     """`mim train mmdet CONFIG` runs mmdet's tools/train.py: in a process that has not imported
-    vit5seg when it reads the config (custom_imports does, after)."""
+    vit5seg when it reads the config (custom_imports does, after). One iteration is the untrained
+    model's PQ, against which the trained one is measured."""
     import os
     import subprocess
     import sys
@@ -102,10 +98,10 @@ def test_mmdets_own_train_tool_takes_the_config(trained):
     cwd, _ = trained
     tool = Path(mmdet.__file__).parent / '.mim' / 'tools' / 'train.py'
     done = subprocess.run([sys.executable, str(tool), str(CONFIG), '--work-dir', 'mmdet_run', '--cfg-options',
-                           'train_cfg.max_iters=4', 'train_cfg.val_interval=4', 'custom_hooks.2.starts=[1,2]',
-                           'custom_hooks.2.ends=[2,3]'], cwd=cwd, capture_output=True, text=True,
+                           'train_cfg.max_iters=1', 'train_cfg.val_interval=1', 'custom_hooks.2.starts=[0,0]',
+                           'custom_hooks.2.ends=[1,1]', 'randomness.seed=0'], cwd=cwd, capture_output=True, text=True,
                           env={**os.environ, 'OMP_NUM_THREADS': '1'}, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     log = done.stdout + done.stderr
-    assert 'recipe card: ' in log and set(pq_table(log)) == {'All', 'Things', 'Stuff'}
-    assert (cwd / 'mmdet_run' / 'iter_4.pth').is_file()
+    assert 'recipe card: ' in log and (cwd / 'mmdet_run' / 'iter_1.pth').is_file()
+    assert pq_table(log)['All'][0] < 5   # the trained twin: > 25 (test_training_prints_the_pq_table_and_learns)
