@@ -105,3 +105,26 @@ def test_mmdets_own_train_tool_takes_the_config_and_one_iteration_learns_nothing
     log = done.stdout + done.stderr
     assert 'recipe card: ' in log and (cwd / 'mmdet_run' / 'iter_1.pth').is_file()
     assert pq_table(log)['All'][0] < 5   # the trained twin: > 25 (test_training_prints_the_pq_table_and_learns)
+
+
+def test_compare_reads_pq_as_it_reads_miou(trained, tmp_path):
+    """tools/compare.py pairs the trained ViT-5 twin with a DeiT-III run of the same shrink and task
+    (its work dir written here: its config, one validation record) and compares PQ."""
+    import csv
+
+    from mmengine.config import Config
+    cwd, _ = trained
+    logged = [r for r in logged_scalars(cwd / 'run') if 'coco_panoptic/PQ' in r][-1]
+    launch = tmp_path / 'deit3' / '20260101_000000' / 'vis_data'
+    launch.mkdir(parents=True)
+    cfg = Config.fromfile(str(next((cwd / 'run').glob('*/vis_data/config.py'))))
+    cfg.model.backbone.arch = 'deit3-small'
+    cfg.dump(str(launch / 'config.py'))
+    (launch / 'scalars.json').write_text(json.dumps({'coco_panoptic/PQ': 30.0, 'coco_panoptic/SQ': 40.0,
+                                                     'coco_panoptic/RQ': 50.0, 'step': 300}) + '\n')
+    out = _run(REPO / 'tools' / 'compare.py', cwd / 'run', tmp_path / 'deit3', '--out', tmp_path / 'cmp', cwd=cwd)
+    rows = list(csv.DictReader(open(tmp_path / 'cmp' / 'comparison.csv')))
+    assert len(rows) == 1 and rows[0]['metric'] == 'PQ' and rows[0]['size'].endswith('EoMT panoptic')
+    assert float(rows[0]['delta PQ (ss)']) == pytest.approx(logged['coco_panoptic/PQ'] - 30.0, abs=0.006)
+    assert rows[0]['within tolerance'] == 'no paper figure'
+    assert '| size | ViT-5 PQ | n | DeiT-III PQ | n |' in out and 'ViT-5 SQ / RQ' in out

@@ -22,22 +22,30 @@ PAPER_DELTA = {'base': 2.7}
 OTHER_FAMILIES = ('DINOv2', 'DINOv3')
 
 
+def headline(groups: dict) -> str:
+    """The metric a row compares: PQ for panoptic runs, mIoU for semantic ones."""
+    return 'PQ' if any(key[0] == 'PQ' for group in groups.values() for key in group.values) else 'mIoU'
+
+
 def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
     """One row per size (in the order the runs were given): each family's mean, std and n
-    per metric, the delta with its 95% interval, the paper's delta and whether it lies inside."""
+    per metric, the delta of the headline metric (mIoU; PQ for panoptic runs) with its 95%
+    interval, the paper's delta and whether it lies inside."""
     sizes = list(dict.fromkeys(r.size for r in runs if r.size))
     rows = []
     for size in sizes:
         row = {'size': size}
-        groups = {}
+        groups = {family: merge_group([r for r in runs if r.size == size and r.family == family])
+                  for family in FAMILIES.values()}
+        metric = row['metric'] = headline(groups)
         for family in FAMILIES.values():
             found = [r for r in runs if r.size == size and r.family == family]
-            group = groups[family] = merge_group(found)
+            group = groups[family]
             statuses = group.used or found[-1:]
             row[f'{family} status'] = ('; '.join(dict.fromkeys(r.status for r in statuses)) if statuses
                                        else 'missing (no work dir given)')
             row[f'{family} work_dir'] = ', '.join(r.work_dir for r in statuses)
-            row[f'{family} n'] = len(group.values.get(('mIoU', 'ss'), []) or group.values.get(('mIoU', 'ms'), []))
+            row[f'{family} n'] = len(group.values.get((metric, 'ss'), []) or group.values.get((metric, 'ms'), []))
             row[f'{family} seeds'] = ' '.join('?' if s is None else str(s) for s in group.seeds)
             for scale, _ in SCALES:
                 for m in METRICS:
@@ -45,19 +53,19 @@ def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
                     row[f'{family} {m} ({scale})'] = None if summary.mean is None else round(summary.mean, 4)
                     row[f'{family} {m} std ({scale})'] = None if summary.std is None else round(summary.std, 4)
         for scale, _ in SCALES:
-            interval = welch_interval(groups['ViT-5'].values.get(('mIoU', scale), []),
-                                      groups['DeiT-III'].values.get(('mIoU', scale), []))
-            row[f'delta mIoU ({scale})'] = None if interval is None else round(interval.delta, 2)
+            interval = welch_interval(groups['ViT-5'].values.get((metric, scale), []),
+                                      groups['DeiT-III'].values.get((metric, scale), []))
+            row[f'delta {metric} ({scale})'] = None if interval is None else round(interval.delta, 2)
             row[f'delta ci95 low ({scale})'], row[f'delta ci95 high ({scale})'] = interval_cells(interval)
             row[f'_interval ({scale})'] = interval
         for family in OTHER_FAMILIES:
-            interval = welch_interval(groups['ViT-5'].values.get(('mIoU', 'ss'), []),
-                                      groups[family].values.get(('mIoU', 'ss'), []))
-            row[f'ViT-5 - {family} mIoU (ss)'] = None if interval is None else round(interval.delta, 2)
+            interval = welch_interval(groups['ViT-5'].values.get((metric, 'ss'), []),
+                                      groups[family].values.get((metric, 'ss'), []))
+            row[f'ViT-5 - {family} {metric} (ss)'] = None if interval is None else round(interval.delta, 2)
             row[f'_interval vs {family} (ss)'] = interval
-        paper = PAPER_DELTA.get(size)
-        row['paper delta mIoU (ss)'] = paper
-        delta, interval = row['delta mIoU (ss)'], row['_interval (ss)']
+        paper = PAPER_DELTA.get(size) if metric == 'mIoU' else None   # the paper reports no PQ
+        row[f'paper delta {metric} (ss)'] = paper
+        delta, interval = row[f'delta {metric} (ss)'], row['_interval (ss)']
         if paper is None:
             row['within tolerance'] = row['paper delta in ci95'] = 'no paper figure'
         elif delta is None:
@@ -76,34 +84,47 @@ def _mean_std(row: dict, prefix: str, metric: str, scale: str) -> str:
     return fmt_cell(mean) + ('' if std is None else f' ± {std:.2f}')
 
 
-def to_markdown(rows: List[dict], runs: List[RunResult], tolerance: float) -> str:
-    lines = ['# ViT-5 vs DeiT-III (UperNet, ADE20K)', '',
-             'mIoU as mean ± standard deviation over the n seeds of each model; delta = ViT-5 - DeiT-III with '
-             f"its 95% Welch interval; within tolerance: |delta - paper delta| <= {tolerance} mIoU.", '',
-             '| size | ViT-5 mIoU | n | DeiT-III mIoU | n | delta | 95% interval | paper delta | paper delta in '
-             'interval | within tolerance | ViT-5 mIoU (ms) | DeiT-III mIoU (ms) | delta (ms) | ViT-5 mAcc / aAcc | '
-             'DeiT-III mAcc / aAcc |',
+def _markdown_table(rows: List[dict], metric: str, tolerance: float) -> List[str]:
+    """The ViT-5 vs DeiT-III table of the rows of one headline metric (mIoU: with mAcc / aAcc;
+    PQ: with SQ / RQ)."""
+    extra = ('mAcc', 'aAcc') if metric == 'mIoU' else ('SQ', 'RQ')
+    lines = [f'{metric} as mean ± standard deviation over the n seeds of each model; delta = ViT-5 - DeiT-III '
+             f'with its 95% Welch interval; within tolerance: |delta - paper delta| <= {tolerance} {metric}.', '',
+             f'| size | ViT-5 {metric} | n | DeiT-III {metric} | n | delta | 95% interval | paper delta | paper delta '
+             f'in interval | within tolerance | ViT-5 {metric} (ms) | DeiT-III {metric} (ms) | delta (ms) | ViT-5 '
+             f'{extra[0]} / {extra[1]} | DeiT-III {extra[0]} / {extra[1]} |',
              '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
     for row in rows:
-        delta, paper = row['delta mIoU (ss)'], row['paper delta mIoU (ss)']
+        delta, paper = row[f'delta {metric} (ss)'], row[f'paper delta {metric} (ss)']
         lines.append('| ' + ' | '.join([
-            row['size'], _mean_std(row, 'ViT-5', 'mIoU', 'ss'), str(row['ViT-5 n']),
-            _mean_std(row, 'DeiT-III', 'mIoU', 'ss'), str(row['DeiT-III n']),
+            row['size'], _mean_std(row, 'ViT-5', metric, 'ss'), str(row['ViT-5 n']),
+            _mean_std(row, 'DeiT-III', metric, 'ss'), str(row['DeiT-III n']),
             '—' if delta is None else f'{delta:+.2f}', interval_text(row['_interval (ss)']),
             '—' if paper is None else f'{paper:+.1f}', row['paper delta in ci95'], row['within tolerance'],
-            _mean_std(row, 'ViT-5', 'mIoU', 'ms'), _mean_std(row, 'DeiT-III', 'mIoU', 'ms'),
-            '—' if row['delta mIoU (ms)'] is None else f"{row['delta mIoU (ms)']:+.2f}",
-            f"{fmt_cell(row['ViT-5 mAcc (ss)'])} / {fmt_cell(row['ViT-5 aAcc (ss)'])}",
-            f"{fmt_cell(row['DeiT-III mAcc (ss)'])} / {fmt_cell(row['DeiT-III aAcc (ss)'])}"]) + ' |')
+            _mean_std(row, 'ViT-5', metric, 'ms'), _mean_std(row, 'DeiT-III', metric, 'ms'),
+            '—' if row[f'delta {metric} (ms)'] is None else f"{row[f'delta {metric} (ms)']:+.2f}",
+            f"{fmt_cell(row[f'ViT-5 {extra[0]} (ss)'])} / {fmt_cell(row[f'ViT-5 {extra[1]} (ss)'])}",
+            f"{fmt_cell(row[f'DeiT-III {extra[0]} (ss)'])} / {fmt_cell(row[f'DeiT-III {extra[1]} (ss)'])}"])
+            + ' |')
+    return lines
+
+
+def to_markdown(rows: List[dict], runs: List[RunResult], tolerance: float) -> str:
+    lines = ['# ViT-5 vs DeiT-III (UperNet, ADE20K; EoMT; COCO panoptic in PQ)', '']
+    semantic, panoptic = [r for r in rows if r['metric'] == 'mIoU'], [r for r in rows if r['metric'] == 'PQ']
+    if semantic or not panoptic:
+        lines += _markdown_table(semantic, 'mIoU', tolerance)
+    if panoptic:
+        lines += (['', '## Panoptic (COCO, PQ)', ''] if semantic else []) + _markdown_table(panoptic, 'PQ', tolerance)
     others = [f for f in OTHER_FAMILIES if any(r.family == f for r in runs)]
     if others:
         lines += ['', '## The four families', '',
-                  'mIoU (single scale) as mean ± standard deviation (n seeds); delta: ViT-5 - that family, its 95% '
-                  'Welch interval.', '',
+                  'mIoU (PQ for panoptic rows; single scale) as mean ± standard deviation (n seeds); delta: ViT-5 - '
+                  'that family, its 95% Welch interval.', '',
                   '| size | ' + ' | '.join(FAMILIES.values()) + ' | ' + ' | '.join(f'ViT-5 - {f}' for f in others)
                   + ' |', '|---|' + '---|' * (len(FAMILIES) + len(others))]
         for row in rows:
-            cells = [f"{_mean_std(row, f, 'mIoU', 'ss')} ({row[f'{f} n']})" for f in FAMILIES.values()]
+            cells = [f"{_mean_std(row, f, row['metric'], 'ss')} ({row[f'{f} n']})" for f in FAMILIES.values()]
             for family in others:
                 interval = row[f'_interval vs {family} (ss)']
                 cells.append('—' if interval is None else f'{interval.delta:+.2f} {interval_text(interval)}')
@@ -124,7 +145,8 @@ def to_markdown(rows: List[dict], runs: List[RunResult], tolerance: float) -> st
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description='The ViT-5 vs DeiT-III table over seeds (pairs runs by size; the paper\'s +2.7 mIoU), DINOv2 '
+        description='The ViT-5 vs DeiT-III table over seeds (pairs runs by size; the paper\'s +2.7 mIoU; PQ for '
+                    'panoptic runs), DINOv2 '
                     'and DINOv3 runs beside them in a four-family table, or with '
                     '--reference an ablation table. Each WORK_DIR is a training or tools/test.py work dir; several '
                     'runs of one model (seeds) are reported as mean, std and n, deltas with 95%% Welch intervals. '
@@ -157,6 +179,7 @@ def main(argv=None):
         markdown = to_markdown(rows, runs, args.tolerance)
         (out / 'comparison.md').write_text(markdown)
         table = csv_rows(rows)
-        write_csv(out / 'comparison.csv', list(table[0]) if table else ['size'], table)
+        fields = list(dict.fromkeys(k for row in table for k in row)) or ['size']   # mIoU and PQ rows differ
+        write_csv(out / 'comparison.csv', fields, [{k: row.get(k, '') for k in fields} for row in table])
     print(markdown)
     return 0

@@ -19,7 +19,16 @@ from ..models.backbones.vit5 import ARCH_PRESETS, VIT5_SWITCHES, resolve_arch
 from .logs import read_scalars
 
 FAMILIES = {'vit5': 'ViT-5', 'deit3': 'DeiT-III', 'dinov2': 'DINOv2', 'dinov3': 'DINOv3'}
-METRICS = ('mIoU', 'mAcc', 'aAcc')
+METRICS = ('mIoU', 'mAcc', 'aAcc', 'PQ', 'SQ', 'RQ')
+# mmdet's panoptic metric logs under its prefix
+_METRIC_NAMES = {'coco_panoptic/PQ': 'PQ', 'coco_panoptic/SQ': 'SQ', 'coco_panoptic/RQ': 'RQ'}
+
+
+def _metrics(record: dict) -> Dict[str, float]:
+    """The comparison's metrics in a logged record or a test's metrics file: mmseg's mIoU, mAcc,
+    aAcc; mmdet's panoptic PQ, SQ, RQ."""
+    named = {_METRIC_NAMES.get(k, k): v for k, v in record.items()}
+    return {k: float(named[k]) for k in METRICS if k in named}
 SWITCH_KEYS = tuple(VIT5_SWITCHES) + ('embed_dims', 'num_layers', 'num_heads')
 
 
@@ -117,6 +126,8 @@ def read_result(work_dir) -> RunResult:
     if result.size and _segmentor(cfg).get('type') == 'EoMTEncoderDecoder':
         # EoMT runs pair only with EoMT runs (the paper's figures are UperNet's)
         result.size += ' EoMT'
+    elif result.size and _segmentor(cfg).get('type') == 'EoMT':  # mmdet's: panoptic or instance
+        result.size += ' EoMT ' + ('panoptic' if _segmentor(cfg).get('num_stuff_classes') else 'instance')
     result.switches = backbone_switches(backbone)
     result.seed = _training_seed(launches)
     if result.seed is not None:
@@ -125,13 +136,13 @@ def read_result(work_dir) -> RunResult:
     for stamp, launch_cfg, records, metrics in launches:
         if metrics is not None:
             target = result.multi if launch_cfg.model.get('type') == 'SegTTAModel' else result.single
-            target.update({k: float(metrics[k]) for k in METRICS if k in metrics})
+            target.update(_metrics(metrics))
             if result.training is None and launch_cfg.get('load_from'):
                 _attach_to_training(result, launch_cfg.load_from)
             continue
         for record in records:
-            if 'mIoU' in record:
-                last_val = {k: float(record[k]) for k in METRICS if k in record}
+            if _metrics(record):
+                last_val = _metrics(record)
                 last_iter = max(last_iter, int(record.get('step', 0)))
             if 'iter' in record:
                 last_iter = max(last_iter, int(record['iter']))
