@@ -77,7 +77,7 @@ def check_panoptic_dependency(cfg: Config) -> None:
     """One line, before a Runner is built, where a panoptic config meets an environment
     without panopticapi (mmdet's own message names a git URL the registries do not serve)."""
     import importlib.util
-    if importlib.util.find_spec('panopticapi') is None and any(t in str(cfg._cfg_dict) for t in _PANOPTIC_TYPES):
+    if importlib.util.find_spec('panopticapi') is None and any(t in repr(cfg.to_dict()) for t in _PANOPTIC_TYPES):
         raise MissingDependency('this panoptic config needs panopticapi, which the package registries carry as '
                                 'panopticapi-lite: pip install --no-deps panopticapi-lite==0.2.0 (docs/panoptic.md)')
 

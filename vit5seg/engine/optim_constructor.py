@@ -62,8 +62,8 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
     """``paramwise_cfg=dict(layer_decay_rate=r, layer_numbering='beit')``: the lr of layer
     id ``i`` is ``base_lr * r ** decay_exponent(i)`` (see :func:`decay_exponent`); ``r=1``
     keeps one lr for all; ``full_rate_last_blocks=True``: the EoMT head's masked blocks
-    (``decode_head.num_blocks``) at the full rate. Parameters of :func:`no_weight_decay` get weight decay 0, the
-    others the optimizer's (``decay_all=True``: every parameter gets it, as EoMT). Each
+    (``decode_head.num_blocks``) at the full rate. Parameters of :func:`no_weight_decay` get
+    weight decay 0, the others the optimizer's (``decay_all=True``: every parameter gets it, as EoMT). Each
     group records ``layer_id`` and ``backbone`` (whether its parameters are the backbone's;
     EoMT's two-stage warm-up reads it)."""
 

@@ -137,7 +137,7 @@ class EoMTHead(BaseDecodeHead):
         ``labels`` (M,) and 0/1 ``masks`` (M, H, W) over the image or its padded batch
         size; semantic (mmseg), panoptic and instance (mmdet) targets alike."""
         ph, pw = inputs.padded_size
-        H, W = gts[0].masks.shape[-2:] if len(gts) else inputs.input_size
+        H, W = gts[0].masks.shape[-2:]
         if (ph, pw) != (H, W):
             # targets cover the image, masks the patch-padded image: pad targets with "no mask"
             gts = [InstanceData(labels=g.labels, masks=F.pad(g.masks, (0, pw - W, 0, ph - H))) for g in gts]
