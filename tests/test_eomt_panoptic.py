@@ -24,7 +24,8 @@ PHOTO = (480, 640)
 
 def sharpened(ref: RefEoMT, seed: int, class_scale=8.0, mask_scale=0.05, mask_offset=9.0) -> RefEoMT:
     """Random weights, then class logits x ``class_scale`` and mask logits x ``mask_scale``
-    - ``mask_offset``: 34 segments, things and stuff, survive on the test photo (6% of its pixels)."""
+    - ``mask_offset``: 34 segments, things and stuff, survive on the test photo (6% of its pixels;
+    19 under timm 0.9.16 and torch 2.7, whose initialisation draws differently)."""
     perturb(ref, seed)
     with torch.no_grad():
         ref.class_head.weight.mul_(class_scale)
@@ -102,7 +103,7 @@ def test_coco_panoptic_release_predicts_as_eomt(tmp_path):
     class_logits, mask_logits = reference_logits(ref, img)
     cls_map, seg_map = panoptic_map(mask_logits, class_logits, stuff_classes=set(range(80, 133)))
     cls_map, seg_map = cls_map.numpy(), seg_map.numpy()
-    assert len(np.unique(seg_map)) > 20   # dozens of segments, things and stuff
+    assert len(np.unique(seg_map)) > 12   # a dozen segments and more, things and stuff
     assert (cls_map < 80).any() and ((cls_map >= 80) & (cls_map < 133)).any()
     ours_cls = pan % 1000                 # mmdet: class + instance x INSTANCE_OFFSET; void = 133
     assert (ours_cls == cls_map).mean() >= 0.999

@@ -35,11 +35,12 @@ test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/panoptic_val2017.json',
                      seg_prefix=data_root + 'annotations/panoptic_val2017/')
 test_evaluator = val_evaluator
-max_iters = 300
-# float32 on CPU; from scratch: a larger lr and a looser clip than the pretrained recipe
+max_iters = 200
+# float32 on CPU; from scratch: a larger lr and a looser clip than the pretrained recipe (2e-3: PQ 53-55 in 200
+# iterations over seeds 0-2; the semantic twin's 1e-3 needs 300 and varies 39-55)
 optim_wrapper = dict(
     _delete_=True, type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.05),
+    optimizer=dict(type='AdamW', lr=2e-3, betas=(0.9, 0.999), weight_decay=0.05),
     clip_grad=dict(max_norm=1.0, norm_type=2),
     constructor='ViT5OptimWrapperConstructor',
     paramwise_cfg=dict(layer_decay_rate=0.8, layer_numbering='eomt', decay_all=True))
@@ -52,5 +53,5 @@ default_hooks = dict(logger=dict(interval=10), checkpoint=dict(interval=100, max
 custom_hooks = [
     dict(type='NonFiniteLossHook', action='stop'),
     dict(type='RandomStateHook'),
-    dict(type='EoMTMaskAnnealingHook', starts=[50, 100], ends=[100, 150]),
+    dict(type='EoMTMaskAnnealingHook', starts=[33, 67], ends=[67, 100]),  # consecutive sixths, as the semantic twin
 ]
