@@ -136,3 +136,16 @@ TINY = dict(embed_dims=32, num_layers=2, num_heads=2)
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _default_scope():
+    """A test that ran an mmdet model (init_detector, a Runner of an mmdet config) leaves mmdet's
+    default scope behind, under which mmseg's registry builds mmdet's classes of the same names
+    (FocalLoss, HungarianAssigner): the next test on that worker gets the scope it started with."""
+    from mmengine.registry import DefaultScope, init_default_scope
+    before = DefaultScope.get_current_instance()
+    yield
+    after = DefaultScope.get_current_instance()
+    if (after and after.scope_name) != (before and before.scope_name):
+        init_default_scope(before.scope_name if before else 'mmseg')
