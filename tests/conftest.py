@@ -140,12 +140,10 @@ def _seed():
 
 @pytest.fixture(autouse=True)
 def _default_scope():
-    """A test that ran an mmdet model (init_detector, a Runner of an mmdet config) leaves mmdet's
-    default scope behind, under which mmseg's registry builds mmdet's classes of the same names
-    (FocalLoss, HungarianAssigner): the next test on that worker gets the scope it started with."""
+    """Each test starts in mmseg's default scope. A test or module fixture that ran an mmdet model
+    (init_detector, a Runner of an mmdet config) leaves mmdet's behind, under which mmseg's
+    registry builds mmdet's classes of the same names (FocalLoss, HungarianAssigner)."""
     from mmengine.registry import DefaultScope, init_default_scope
-    before = DefaultScope.get_current_instance()
-    yield
-    after = DefaultScope.get_current_instance()
-    if (after and after.scope_name) != (before and before.scope_name):
-        init_default_scope(before.scope_name if before else 'mmseg')
+    current = DefaultScope.get_current_instance()
+    if current is not None and current.scope_name != 'mmseg':
+        init_default_scope('mmseg')
