@@ -125,55 +125,10 @@ def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: O
     return model
 
 
-def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacity: float = 0.5,
-                  side_by_side: bool = False, legend: bool = False, progress: bool = True) -> InferenceReport:
-    from mmseg.datasets import ADE20KDataset
-
-    from .inference import inference_model, is_detection_config
-    out_dir = Path(out_dir)
-    if is_detection_config(model.cfg):
-        return _run_detection(model, inputs, out_dir, batch_size, opacity, side_by_side, progress)
-    (out_dir / 'masks').mkdir(parents=True, exist_ok=True)
-    (out_dir / 'overlays').mkdir(parents=True, exist_ok=True)
-    meta = getattr(model, 'dataset_meta', None) or ADE20KDataset.METAINFO
-    classes, palette = meta['classes'], np.asarray(meta['palette'], np.uint8)
-    summary = InferenceReport()
-    sources, missing = collect_sources(inputs)
-    summary.skipped += missing
-    bar = tqdm(total=count_frames(sources), unit='img', disable=not progress, dynamic_ncols=True)
-
-    def flush(batch):
-        results = inference_model(model, [img for _, img in batch])
-        for (name, img), result in zip(batch, results if isinstance(results, list) else [results]):
-            label = result.pred_sem_seg.data[0].cpu().numpy().astype(np.uint8)
-            save_label_png(out_dir / 'masks' / f'{name}.png', label, palette)
-            view = overlay(img, label, palette, opacity)
-            if side_by_side:
-                view = np.concatenate([img, view], axis=1)
-            if legend:
-                view = draw_legend(view, label, classes, palette)
-            cv2.imwrite(str(out_dir / 'overlays' / f'{name}.jpg'), view)
-            summary.done += 1
-        bar.update(len(batch))
-
-    batch = []
-    for name, img in iter_frames(sources, summary):
-        batch.append((name, img))
-        if len(batch) == batch_size:
-            flush(batch)
-            batch = []
-    if batch:
-        flush(batch)
-    bar.close()
-    return summary
-
-
-def _run_detection(model, inputs: List[str], out_dir: Path, batch_size: int, opacity: float, side_by_side: bool,
-                   progress: bool) -> InferenceReport:
-    """A panoptic or instance model: apis/infer_det.py's files."""
-    from .infer_det import DetectionWriter
+def _infer_batches(model, inputs: List[str], batch_size: int, progress: bool, handle) -> InferenceReport:
+    """Every readable image and video frame of ``inputs`` through the model in batches;
+    ``handle(name, image, result)`` writes each result."""
     from .inference import inference_model
-    writer = DetectionWriter(out_dir, model.dataset_meta, opacity)
     summary = InferenceReport()
     sources, missing = collect_sources(inputs)
     summary.skipped += missing
@@ -182,10 +137,8 @@ def _run_detection(model, inputs: List[str], out_dir: Path, batch_size: int, opa
 
     def flush():
         results = inference_model(model, [img for _, img in batch])
-        for (name, img), result in zip(batch, results):
-            view = writer.add(name, img, result)
-            if side_by_side:
-                cv2.imwrite(str(out_dir / 'overlays' / f'{name}.jpg'), np.concatenate([img, view], axis=1))
+        for (name, img), result in zip(batch, results if isinstance(results, list) else [results]):
+            handle(name, img, result)
             summary.done += 1
         bar.update(len(batch))
         batch.clear()
@@ -197,8 +150,44 @@ def _run_detection(model, inputs: List[str], out_dir: Path, batch_size: int, opa
     if batch:
         flush()
     bar.close()
-    writer.close()
     return summary
+
+
+def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacity: float = 0.5,
+                  side_by_side: bool = False, legend: bool = False, progress: bool = True) -> InferenceReport:
+    """Label maps and overlays of a semantic model; a panoptic or instance model's files
+    (apis/infer_det.py)."""
+    from mmseg.datasets import ADE20KDataset
+
+    from .inference import is_detection_config
+    out_dir = Path(out_dir)
+    (out_dir / 'overlays').mkdir(parents=True, exist_ok=True)
+
+    def save_overlay(name, img, view, label=None):
+        """The overlay beside the input (``side_by_side``), the legend under both (``legend``)."""
+        if side_by_side:
+            view = np.concatenate([img, view], axis=1)
+        if label is not None:
+            view = draw_legend(view, label, classes, palette)
+        cv2.imwrite(str(out_dir / 'overlays' / f'{name}.jpg'), view)
+
+    if is_detection_config(model.cfg):
+        from .infer_det import DetectionWriter
+        writer = DetectionWriter(out_dir, model.dataset_meta, opacity)
+        summary = _infer_batches(model, inputs, batch_size, progress,
+                                 lambda name, img, result: save_overlay(name, img, writer.add(name, img, result)))
+        writer.close()
+        return summary
+    (out_dir / 'masks').mkdir(parents=True, exist_ok=True)
+    meta = getattr(model, 'dataset_meta', None) or ADE20KDataset.METAINFO
+    classes, palette = meta['classes'], np.asarray(meta['palette'], np.uint8)
+
+    def handle(name, img, result):
+        label = result.pred_sem_seg.data[0].cpu().numpy().astype(np.uint8)
+        save_label_png(out_dir / 'masks' / f'{name}.png', label, palette)
+        save_overlay(name, img, overlay(img, label, palette, opacity), label if legend else None)
+
+    return _infer_batches(model, inputs, batch_size, progress, handle)
 
 
 def main(argv=None):

@@ -5,8 +5,8 @@ Panoptic: ``panoptic/<name>.png`` in COCO's panoptic format (segment id = R + 25
 isthing, area, bbox) and the categories; instance: ``instances.json`` in COCO's results
 format (RLE masks, boxes, scores). Category ids are the model's class index + 1, named in the
 JSON's ``categories``: a converted model knows its class names, not a dataset's own ids.
-Overlays (``overlays/<name>.jpg``): each segment or instance in its class colour with its
-outline and its class (and score) written on it.
+Overlays (``tools/infer.py`` writes them as ``overlays/<name>.jpg``): each segment or instance
+in its class colour with its outline and its class (and score) written on it.
 """
 import json
 from pathlib import Path
@@ -48,17 +48,17 @@ class DetectionWriter:
 
     def __init__(self, out_dir, meta: dict, opacity: float = 0.5):
         self.out_dir, self.meta, self.opacity = Path(out_dir), meta, opacity
-        (self.out_dir / 'overlays').mkdir(parents=True, exist_ok=True)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.panoptic, self.instances = [], []
 
     def add(self, name: str, img: np.ndarray, result) -> np.ndarray:
-        """Record ``result`` (a DetDataSample) of the BGR ``img``; returns its overlay."""
+        """Record ``result`` (a DetDataSample) of the BGR ``img``; returns its overlay, which the
+        caller writes (``tools/infer.py``: ``overlays/<name>.jpg``)."""
         view = img.copy()
         if 'pred_panoptic_seg' in result:
             self._panoptic(name, view, result.pred_panoptic_seg.sem_seg[0].cpu().numpy())
         if 'pred_instances' in result:
             self._instances(name, view, result.pred_instances)
-        cv2.imwrite(str(self.out_dir / 'overlays' / f'{name}.jpg'), view)
         return view
 
     def _panoptic(self, name: str, view: np.ndarray, pan: np.ndarray) -> None:
