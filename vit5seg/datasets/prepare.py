@@ -31,7 +31,17 @@ def _release_members(archive: Path, zf: zipfile.ZipFile) -> List[zipfile.ZipInfo
     return members
 
 
-def _check_space(archive: Path, members: List[zipfile.ZipInfo], out: Path) -> None:
+def open_zip(archive: Path) -> zipfile.ZipFile:
+    """``archive`` opened, or one error saying it is truncated or no zip."""
+    try:
+        return zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise DatasetError(f'{archive} is truncated or not a zip file ({e}); download it again '
+                           f'(a download by URL resumes where it stopped)') from None
+
+
+def check_space(archive: Path, members: List[zipfile.ZipInfo], out: Path) -> None:
+    """Room in ``out`` for ``members`` of ``archive``, with some to spare, before extracting."""
     need = sum(m.file_size for m in members)
     free = shutil.disk_usage(out).free
     if need + _SPARE_BYTES > free:
@@ -48,15 +58,11 @@ def extract_release(archive, out, progress: bool = True) -> Path:
     from tqdm import tqdm
     archive, out = Path(archive), Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise DatasetError(f'{archive} is truncated or not a zip file ({e}); download it again '
-                           f'(a download by URL resumes where it stopped)') from None
+    zf = open_zip(archive)
     staging = out / f'.{RELEASE}.partial'
     with zf:
         members = _release_members(archive, zf)
-        _check_space(archive, members, out)
+        check_space(archive, members, out)
         shutil.rmtree(staging, ignore_errors=True)  # left by a run that was killed
         try:
             for member in tqdm(members, desc=f'extracting {archive.name}', unit='file', disable=not progress,

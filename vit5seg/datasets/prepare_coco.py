@@ -15,7 +15,8 @@ import zipfile
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from ..hub import DownloadError, cached_download, human_size
+from ..hub import DownloadError, cached_download
+from .prepare import check_space, open_zip
 from .validation import DatasetError
 
 COCO_URL = 'http://images.cocodataset.org'
@@ -27,15 +28,10 @@ ZIPS = (('train2017.zip', 'zips/train2017.zip', 'train2017/'),
         ('panoptic_annotations_trainval2017.zip', 'annotations/panoptic_annotations_trainval2017.zip',
          'annotations/panoptic_val2017.json'))
 OFFICIAL_IMAGES = {'train': 118287, 'val': 5000}
-_SPARE_BYTES = 256 << 20
 
 
 def _open(archive: Path, required: str) -> zipfile.ZipFile:
-    try:
-        zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise DatasetError(f'{archive} is truncated or not a zip file ({e}); download it again (a download by URL '
-                           'resumes where it stopped)') from None
+    zf = open_zip(archive)
     if not any(name.startswith(required) for name in zf.namelist()):
         zf.close()
         raise DatasetError(f'{archive} is not the COCO 2017 zip of that name: it holds no {required}')
@@ -49,10 +45,7 @@ def extract(archive: Path, out: Path, required: str, progress: bool = True) -> N
     staging = out / f'.{archive.name}.partial'
     shutil.rmtree(staging, ignore_errors=True)   # left by a run that was killed
     with _open(archive, required) as zf:
-        need = sum(m.file_size for m in zf.infolist())
-        if need + _SPARE_BYTES > shutil.disk_usage(out).free:
-            raise DatasetError(f'extracting {archive} needs {human_size(need)} (+{human_size(_SPARE_BYTES)} spare), '
-                               f'but {out} has {human_size(shutil.disk_usage(out).free)} free')
+        check_space(archive, zf.infolist(), out)
         try:
             for member in tqdm(zf.infolist(), desc=f'extracting {archive.name}', unit='file', disable=not progress,
                                dynamic_ncols=True, mininterval=1):
@@ -69,7 +62,7 @@ def extract(archive: Path, out: Path, required: str, progress: bool = True) -> N
         if path.is_dir() and not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)   # a whole folder at once (train2017/, annotations/panoptic_val2017/)
-        elif path.is_file() and path.exists():
+        elif path.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
     shutil.rmtree(staging)
