@@ -177,7 +177,6 @@ def test_the_loss_on_panoptic_targets_is_eomts_with_crowds_dropped(tmp_path, mon
     through the mmdet EoMT equal EoMT's MaskClassificationLoss on its own targets (every segment
     but the crowd ones), for every supervised prediction, on given points. The model is the semantic
     tiny EoMT's network, loaded from its checkpoint: one EoMT, one layout."""
-    import mmseg.utils.mask_classification as mask_classification
     from mmdet.registry import MODELS as DET_MODELS
     from mmdet.structures import DetDataSample
     from mmdet.structures.mask import BitmapMasks
@@ -185,9 +184,7 @@ def test_the_loss_on_panoptic_targets_is_eomts_with_crowds_dropped(tmp_path, mon
     from mmengine.structures import InstanceData, PixelData
     from reference_eomt import panoptic_targets, target_losses
     from test_eomt_reference import MASKED as REF_MASKED
-    from test_eomt_reference import TINY, GivenPoints, build_pair
-
-    import vit5seg.models.eomt as eomt
+    from test_eomt_reference import TINY, build_pair, given_points
     semantic, ref = build_pair('vit5', tmp_path)
     seg_cfg = Config.fromfile(str(TINY)).model
     cfg = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'vit5_eomt_coco_panoptic_synthetic.py')).model
@@ -229,13 +226,9 @@ def test_the_loss_on_panoptic_targets_is_eomts_with_crowds_dropped(tmp_path, mon
     assert all(len(t[0]) == 5 for t in targets)   # 2 stuff + 3 things each; the crowd dropped
     x = torch.randn(2, 3, H, W, generator=torch.Generator().manual_seed(4))
     head = model.decode_head
-    P, M, predictions = head.train_cfg['num_points'], sum(len(t[0]) for t in targets), REF_MASKED + 1
-    g = torch.Generator().manual_seed(5)
-    match_points = [[torch.rand(P, 2, generator=g) for _ in targets] for _ in range(predictions)]
-    loss_points = [torch.rand(M, P, 2, generator=g) for _ in range(predictions)]
-    monkeypatch.setattr(mask_classification, 'torch', GivenPoints([p for layer in match_points for p in layer]))
-    given = iter(loss_points)
-    monkeypatch.setattr(eomt, 'get_uncertain_point_coords_with_randomness', lambda *args: next(given))
+    predictions = REF_MASKED + 1
+    match_points, loss_points = given_points(monkeypatch, len(targets), sum(len(t[0]) for t in targets),
+                                             head.train_cfg['num_points'], predictions)
     model.train()
     ref.train()
     head.mask_probs = [1.0, 0.5]

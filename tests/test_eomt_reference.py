@@ -146,26 +146,32 @@ class GivenPoints:
         return getattr(torch, name)
 
 
-@pytest.mark.parametrize('family', FAMILIES)
-@pytest.mark.parametrize('hw', SIZES, ids=lambda s: f'{s[0]}x{s[1]}')
-def test_losses_on_given_points_equal_the_reference(family, hw, tmp_path, monkeypatch):
+def given_points(monkeypatch, num_images: int, num_masks: int, num_points: int, predictions: int):
+    """Seeded matching points (per prediction, per image: (P, 2)) and loss points (per prediction:
+    (M, P, 2)), handed to mmseg's MatchMasks and to the head's point sampling in that order."""
     import mmseg.utils.mask_classification as mask_classification
 
     import vit5seg.models.eomt as eomt
+    g = torch.Generator().manual_seed(5)
+    match_points = [[torch.rand(num_points, 2, generator=g) for _ in range(num_images)] for _ in range(predictions)]
+    loss_points = [torch.rand(num_masks, num_points, 2, generator=g) for _ in range(predictions)]
+    monkeypatch.setattr(mask_classification, 'torch', GivenPoints([p for layer in match_points for p in layer]))
+    given = iter(loss_points)
+    monkeypatch.setattr(eomt, 'get_uncertain_point_coords_with_randomness', lambda *args: next(given))
+    return match_points, loss_points
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+@pytest.mark.parametrize('hw', SIZES, ids=lambda s: f'{s[0]}x{s[1]}')
+def test_losses_on_given_points_equal_the_reference(family, hw, tmp_path, monkeypatch):
     model, ref = build_pair(family, tmp_path)
     maps, samples = labelled(hw)
     x = torch.randn(2, 3, *hw, generator=torch.Generator().manual_seed(4))
     probs = (1.0, 0.5)
     head = model.decode_head
-    P = head.train_cfg['num_points']
     M = sum(len(semantic_targets(m)[0]) for m in maps)  # every target is matched (Q > targets)
-    g = torch.Generator().manual_seed(5)
     predictions = MASKED + 1
-    match_points = [[torch.rand(P, 2, generator=g) for _ in maps] for _ in range(predictions)]
-    loss_points = [torch.rand(M, P, 2, generator=g) for _ in range(predictions)]
-    monkeypatch.setattr(mask_classification, 'torch', GivenPoints([p for layer in match_points for p in layer]))
-    given = iter(loss_points)
-    monkeypatch.setattr(eomt, 'get_uncertain_point_coords_with_randomness', lambda *args: next(given))
+    match_points, loss_points = given_points(monkeypatch, len(maps), M, head.train_cfg['num_points'], predictions)
     model.train()
     ref.train()
     head.mask_probs = list(probs)
