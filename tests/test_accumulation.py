@@ -3,8 +3,6 @@ accumulating loop against one big batch on mmengine's Runner, resuming at a step
 and the gradients of 4 micro-batches of 2 against one batch of 8 on our segmentors:
 equal where the loss is a mean over equal parts, and exactly what changes where not (BN,
 EoMT's per-micro-batch normalisation)."""
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -66,8 +64,7 @@ def test_a_card_of_two_accumulations_is_one_line():
 
 
 def test_run_seeds_on_2_gpus_prints_16_images_per_iteration():
-    out = subprocess.run([sys.executable, str(REPO / 'tools' / 'run_seeds.py'), str(ENTRY), '--seeds', '0', '--gpus',
-                          '2', '--print'], capture_output=True, text=True, cwd=REPO)
+    out = run_script(REPO / 'tools' / 'run_seeds.py', ENTRY, '--seeds', '0', '--gpus', '2', '--print', cwd=REPO)
     assert out.returncode == 0, out.stderr
     comment, command = out.stdout.splitlines()
     assert comment == '# each seed: 2 GPU(s) x 2 images x 4 micro-batch(es) = 16 images per iteration'

@@ -38,10 +38,10 @@ def sharpened(ref: RefEoMT, seed: int, class_scale=8.0, mask_scale=0.05, mask_of
     return ref.eval()
 
 
-def make_release(tmp_path, dim, heads, classes, seed=0, **sharpen):
+def make_release(tmp_path, dim, heads, classes, seed=0, depth=DEPTH, masked=MASKED, **sharpen):
     torch.manual_seed(seed)   # PyTorch's initialisation, under the perturbation
-    backbone = perturb(RefDinoV2(dim, DEPTH, heads, img_size=(SIDE, SIDE)), seed + 1)
-    ref = sharpened(RefEoMT(backbone, dim, DEPTH, num_classes=classes, num_q=200, num_blocks=MASKED),
+    backbone = perturb(RefDinoV2(dim, depth, heads, img_size=(SIDE, SIDE)), seed + 1)
+    ref = sharpened(RefEoMT(backbone, dim, depth, num_classes=classes, num_q=200, num_blocks=masked),
                     seed + 2, **sharpen)
     sd = release(ref, backbone.vit.state_dict())
     sd['criterion.empty_weight'] = torch.ones(classes + 1)
@@ -52,10 +52,10 @@ def make_release(tmp_path, dim, heads, classes, seed=0, **sharpen):
     return ref, out
 
 
-def small_config(name: str, heads: int) -> Config:
+def small_config(name: str, heads: int, depth=DEPTH, masked=MASKED) -> Config:
     cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / name))
-    cfg.model.backbone.update(num_layers=DEPTH, num_heads=heads, init_cfg=None)
-    cfg.model.decode_head.update(num_blocks=MASKED)
+    cfg.model.backbone.update(num_layers=depth, num_heads=heads, init_cfg=None)
+    cfg.model.decode_head.update(num_blocks=masked)
     return cfg
 
 
@@ -115,10 +115,11 @@ def test_coco_panoptic_release_predicts_as_eomt(tmp_path):
 @pytest.mark.slow
 def test_coco_instance_release_predicts_as_eomt(tmp_path):
     from mmdet.apis import inference_detector, init_detector
-    ref, converted = make_release(tmp_path, 1024, 16, 80)
+    ref, converted = make_release(tmp_path, 1024, 16, 80, depth=2, masked=1)   # DINOv2-L's width, 2 blocks
     meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
     assert meta['config'] == 'configs/eomt/dinov2-large_eomt_coco-instance-640.py' and meta['task'] == 'instance'
-    model = init_detector(small_config('dinov2-large_eomt_coco-instance-640.py', 16), str(converted), device='cpu')
+    model = init_detector(small_config('dinov2-large_eomt_coco-instance-640.py', 16, depth=2, masked=1),
+                          str(converted), device='cpu')
     img = photo()
     found = inference_detector(model, img).pred_instances
     order = found.scores.argsort(descending=True)[:50]

@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from conftest import REPO, logged_scalars
+from conftest import REPO, logged_scalars, run_script
 from vit5seg.analysis.logs import read_scalars, scalar_files
 from vit5seg.datasets import make_synthetic_ade20k
 
@@ -81,8 +81,24 @@ def user(tmp_path_factory):
 
 
 def _run(args, cwd, env, ok=True, timeout=600):
+    """A tool in a process of its own, where the point needs one: the runs the kill test compares
+    bitwise (the same threads and kernels), the lines dataloader workers write."""
     out = subprocess.run([sys.executable, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
                          timeout=timeout)
+    if ok:
+        assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-4000:])
+    return out
+
+
+def _run_here(args, cwd, ok=True):
+    """A tool run in this process (conftest.run_script), ``cwd`` importable as the configs'
+    ``custom_imports`` need it; the deterministic mode the configs switch on is switched off after."""
+    sys.path.insert(0, str(cwd))
+    try:
+        out = run_script(*args, cwd=cwd)
+    finally:
+        sys.path.remove(str(cwd))
+        torch.use_deterministic_algorithms(False)
     if ok:
         assert out.returncode == 0, (out.stdout[-2000:], out.stderr[-4000:])
     return out
@@ -150,11 +166,11 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(user, uninterrupted):
 
 
 def test_nan_loss_stops_with_iteration_and_last_good_checkpoint(user):
-    cwd, env = user
+    cwd, _ = user
     config = _config(cwd, 'nan_stop', """
         custom_hooks = [dict(type='NonFiniteLossHook'), dict(type='NanBackboneHook', at=6, until=6)]
     """)
-    out = _run([TRAIN, config, '--work-dir', 'nan_stop'], cwd, env, ok=False)
+    out = _run_here([TRAIN, config, '--work-dir', 'nan_stop'], cwd, ok=False)
     assert out.returncode == 1
     work = cwd / 'nan_stop'
     assert out.stderr.strip().splitlines()[-1] == (
@@ -166,13 +182,13 @@ def test_nan_loss_stops_with_iteration_and_last_good_checkpoint(user):
 
 
 def test_nan_loss_skip_drops_the_update_and_goes_on(user):
-    cwd, env = user
+    cwd, _ = user
     config = _config(cwd, 'nan_skip', """
         train_cfg = dict(max_iters=8)
         custom_hooks = [dict(type='NonFiniteLossHook', action='skip', max_skips=3),
                         dict(type='NanBackboneHook', at=3, until=4)]
     """)
-    out = _run([TRAIN, config, '--work-dir', 'nan_skip'], cwd, env)
+    out = _run_here([TRAIN, config, '--work-dir', 'nan_skip'], cwd)
     assert 'iteration 3: non-finite loss (nan), update skipped (1 in a row, 1 in all' in out.stdout
     assert 'iteration 4: non-finite loss (nan), update skipped (2 in a row, 2 in all' in out.stdout
     final = torch.load(cwd / 'nan_skip' / 'iter_8.pth', map_location='cpu', weights_only=True)
@@ -186,7 +202,7 @@ def test_nan_loss_skip_drops_the_update_and_goes_on(user):
         custom_hooks = [dict(type='NonFiniteLossHook', action='skip', max_skips=2),
                         dict(type='NanBackboneHook', at=2, until=100)]
     """)
-    out = _run([TRAIN, config, '--work-dir', 'nan_forever'], cwd, env, ok=False)
+    out = _run_here([TRAIN, config, '--work-dir', 'nan_forever'], cwd, ok=False)
     assert ('error: non-finite loss (nan) at iteration 4, after 2 skipped in a row (max_skips=2); '
             'no checkpoint was saved yet') in out.stderr
 
@@ -200,6 +216,7 @@ def test_skip_corrupt_counts_logs_and_finishes(user, tmp_path):
         train_cfg = dict(max_iters=4)
     """)
     (tmp_path / 'test_hooks.py').write_text(TEST_HOOKS)
+    # a process of its own: the dataloader workers write the skip lines to its file descriptors
     out = _run([TRAIN, config, '--work-dir', 'run', '--cfg-options', 'train_dataloader.dataset.pipeline.0.skip_corrupt=True'],
                tmp_path, {**env, 'PYTHONPATH': str(tmp_path)})
     log = out.stdout + out.stderr
@@ -209,30 +226,30 @@ def test_skip_corrupt_counts_logs_and_finishes(user, tmp_path):
     assert (tmp_path / 'run' / 'iter_4.pth').is_file()
     # without the option the same data stops the run with one line naming the file
     plain = _config(tmp_path, 'plain', 'train_cfg = dict(max_iters=4)\n')
-    out = _run([TRAIN, plain, '--work-dir', 'plain'], tmp_path, {**env, 'PYTHONPATH': str(tmp_path)}, ok=False)
+    out = _run_here([TRAIN, plain, '--work-dir', 'plain'], tmp_path, ok=False)
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith('error: cannot decode ') and 'ADE_train_00000003.jpg' in last
     assert 'AssertionError: failed to load image' in last
 
 
 def test_tools_print_one_line_for_bad_data_and_checkpoints(user, uninterrupted):
-    cwd, env = user
-    out = _run([TRAIN, uninterrupted, '--work-dir', 'x', '--cfg-options',
-                'train_dataloader.dataset.data_root=data/typo'], cwd, env, ok=False)
+    cwd, _ = user
+    out = _run_here([TRAIN, uninterrupted, '--work-dir', 'x', '--cfg-options',
+                     'train_dataloader.dataset.data_root=data/typo'], cwd, ok=False)
     assert out.returncode == 1 and 'Traceback' not in out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith(
         "error: train_dataloader.dataset.data_root: 'data/typo' does not exist")
     cut = cwd / 'cut.pth'
     cut.write_bytes((cwd / 'ref' / 'iter_4.pth').read_bytes()[:1000])
-    out = _run([TEST, uninterrupted, cut, '--work-dir', 'y'], cwd, env, ok=False)
+    out = _run_here([TEST, uninterrupted, cut, '--work-dir', 'y'], cwd, ok=False)
     assert out.stderr.strip().splitlines()[-1].startswith(
         f'error: cannot read {cut}: truncated or not a PyTorch checkpoint')
 
 
 def test_analyze_logs_reads_real_runs(user, uninterrupted):
     import csv
-    cwd, env = user
-    out = _run([REPO / 'tools' / 'analyze_logs.py', 'ref', '--out', 'logs', '--spike-window', '3'], cwd, env).stdout
+    cwd, _ = user
+    out = _run_here([REPO / 'tools' / 'analyze_logs.py', 'ref', '--out', 'logs', '--spike-window', '3'], cwd).stdout
     assert 'ref: 12 logged iterations (1..12)' in out and 'mIoU: best ' in out and 'at iteration 12' in out
     rows = [r for r in csv.DictReader((cwd / 'logs' / 'curves.csv').open()) if r['run'] == 'ref']
     assert {int(r['iter']): float(r['loss']) for r in rows} == _losses(cwd / 'ref')

@@ -17,6 +17,12 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
   and loop this Runner built, is the first thing a training logs (:class:`RecipeCardHook`),
   with a warning where the images per iteration differ from the config's, and goes into the
   config the run saves as ``recipe_card``.
+- ``train``, ``val`` and ``test`` end their dataloader workers when they return or raise.
+  An iteration-based loop's loader never runs out, and a persistent one keeps its workers:
+  their iterators lived on in the Runner's reference cycles, and an iterator the garbage
+  collector frees waits out torch's 5 s join timeout per worker (measured with a bare
+  DataLoader of 2 workers: 10 s; 0.01 s when its last reference goes). A Python process that
+  ran a training stalled at some later moment; here the workers stop when the run ends.
 """
 import copy
 
@@ -29,6 +35,15 @@ from .accumulation import LOOP_TYPE, BatchPlan, apply_plan, batch_plan, check_re
 from .recipe import recipe_card
 from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, describe_epoch, epoch_steps, scale_lrs,
                           wrappers)
+
+
+def end_loader_workers(holder) -> None:
+    """Stop the worker processes of the live iterator ``holder`` keeps: mmengine's infinite
+    iterator of an iteration-based train loop, or a ``persistent_workers`` DataLoader."""
+    iterator = getattr(holder, '_iterator', None)
+    if iterator is not None and hasattr(iterator, '_shutdown_workers'):
+        iterator._shutdown_workers()  # what torch's iterator runs itself once it is exhausted
+        holder._iterator = None
 
 
 def _trains(cfg) -> bool:
@@ -92,6 +107,31 @@ class ViT5Runner(Runner):
             apply_plan(cfg, batch_plan(cfg, 1, str(micro)))  # only the micro-batches matter here
         return super().from_cfg(cfg)
 
+    def train(self):
+        try:
+            return super().train()
+        finally:
+            self._end_workers(self._train_loop, self._val_loop)
+
+    def val(self):
+        try:
+            return super().val()
+        finally:
+            self._end_workers(self._val_loop)
+
+    def test(self):
+        try:
+            return super().test()
+        finally:
+            self._end_workers(self._test_loop)
+
+    @staticmethod
+    def _end_workers(*loops) -> None:
+        for loop in loops:
+            if isinstance(loop, BaseLoop):  # built (a config dict until then)
+                end_loader_workers(getattr(loop, 'dataloader_iterator', None))
+                end_loader_workers(loop.dataloader)
+
     def register_hooks(self, default_hooks=None, custom_hooks=None) -> None:
         super().register_hooks(default_hooks, custom_hooks)
         self.register_hook(BatchPlanHook())
@@ -129,4 +169,4 @@ class ViT5Runner(Runner):
         self.logger.info(f'auto_scale_lr: {plan.describe()}; base_batch_size {plan.target}: every lr x {ratio:g}')
 
 
-__all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner']
+__all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner', 'end_loader_workers']
