@@ -3,7 +3,6 @@ accumulating loop against one big batch on mmengine's Runner, resuming at a step
 and the gradients of 4 micro-batches of 2 against one batch of 8 on our segmentors:
 equal where the loss is a mean over equal parts, and exactly what changes where not (BN,
 EoMT's per-micro-batch normalisation)."""
-
 import pytest
 import torch
 import torch.nn as nn

@@ -60,16 +60,16 @@ def runner(tmp_path, hook, persistent):
 
 
 @pytest.mark.parametrize('persistent', [False, True])
-def test_workers_end_when_train_and_test_return(tmp_path, persistent):
+def test_workers_end_when_train_val_and_test_return(tmp_path, persistent):
     hook = Workers()
     run = runner(tmp_path, hook, persistent)
     run.train()
     assert len(hook.seen) >= 2 and children() <= hook.before   # the train and validation workers are gone
     before = children()
-    assert run.test() == {'images': 64}
-    assert children() <= before
-    if persistent:  # the test loader's workers ran, and are gone: its iterator is dropped
-        assert run.test_dataloader._iterator is None
+    assert run.val() == {'images': 64} and children() <= before
+    assert run.test() == {'images': 64} and children() <= before
+    if persistent:  # the loaders' workers ran, and are gone: their iterators are dropped
+        assert run.val_dataloader._iterator is None and run.test_dataloader._iterator is None
 
 
 def test_workers_end_when_training_raises(tmp_path):
