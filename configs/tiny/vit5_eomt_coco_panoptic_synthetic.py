@@ -26,7 +26,7 @@ test_pipeline = [
     dict(type='LoadPanopticAnnotations'),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
-train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,  # a worker would restart every 8 batches
+train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,  # a loader process saves nothing here
                         dataset=dict(data_root=data_root, pipeline=train_pipeline))
 auto_scale_lr = dict(base_batch_size=4)  # one process x 4: the images per iteration its lr was set for
 val_dataloader = dict(num_workers=0, persistent_workers=False,

@@ -35,13 +35,12 @@ def compare(runs: List[RunResult], tolerance: float) -> List[dict]:
     rows = []
     for size in sizes:
         row = {'size': size}
-        groups = {family: merge_group([r for r in runs if r.size == size and r.family == family])
-                  for family in FAMILIES.values()}
+        found = {family: [r for r in runs if r.size == size and r.family == family] for family in FAMILIES.values()}
+        groups = {family: merge_group(family_runs) for family, family_runs in found.items()}
         metric = row['metric'] = headline(groups)
         for family in FAMILIES.values():
-            found = [r for r in runs if r.size == size and r.family == family]
             group = groups[family]
-            statuses = group.used or found[-1:]
+            statuses = group.used or found[family][-1:]
             row[f'{family} status'] = ('; '.join(dict.fromkeys(r.status for r in statuses)) if statuses
                                        else 'missing (no work dir given)')
             row[f'{family} work_dir'] = ', '.join(r.work_dir for r in statuses)

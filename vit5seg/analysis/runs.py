@@ -29,6 +29,8 @@ def _metrics(record: dict) -> Dict[str, float]:
     aAcc; mmdet's panoptic PQ, SQ, RQ."""
     named = {_METRIC_NAMES.get(k, k): v for k, v in record.items()}
     return {k: float(named[k]) for k in METRICS if k in named}
+
+
 SWITCH_KEYS = tuple(VIT5_SWITCHES) + ('embed_dims', 'num_layers', 'num_heads')
 
 
@@ -123,11 +125,12 @@ def read_result(work_dir) -> RunResult:
         result.status = f'not a ViT-5, DeiT-III, DINOv2 or DINOv3 run (arch {arch!r})'
         return result
     result.family, result.size = family, _size_key(backbone)
-    if result.size and _segmentor(cfg).get('type') == 'EoMTEncoderDecoder':
+    segmentor = _segmentor(cfg)
+    if result.size and segmentor.get('type') == 'EoMTEncoderDecoder':
         # EoMT runs pair only with EoMT runs (the paper's figures are UperNet's)
         result.size += ' EoMT'
-    elif result.size and _segmentor(cfg).get('type') == 'EoMT':  # mmdet's: panoptic or instance
-        result.size += ' EoMT ' + ('panoptic' if _segmentor(cfg).get('num_stuff_classes') else 'instance')
+    elif result.size and segmentor.get('type') == 'EoMT':  # mmdet's: panoptic or instance
+        result.size += ' EoMT ' + ('panoptic' if segmentor.get('num_stuff_classes') else 'instance')
     result.switches = backbone_switches(backbone)
     result.seed = _training_seed(launches)
     if result.seed is not None:
@@ -141,8 +144,9 @@ def read_result(work_dir) -> RunResult:
                 _attach_to_training(result, launch_cfg.load_from)
             continue
         for record in records:
-            if _metrics(record):
-                last_val = _metrics(record)
+            scores = _metrics(record)
+            if scores:
+                last_val = scores
                 last_iter = max(last_iter, int(record.get('step', 0)))
             if 'iter' in record:
                 last_iter = max(last_iter, int(record['iter']))
