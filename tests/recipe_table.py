@@ -915,6 +915,133 @@ for _family in ('dinov2', 'dinov3'):
     EXPECTED[f'eomt/{_family}-large_eomt_coco-instance-640.py'] = coco_eomt(_family, 'large', 'instance')
 
 
+# --- the rest of EoMT's zoo (issue #45; docs/eomt_zoo.md) ---------------------------------------
+EOMT_ZOO = 'docs/eomt_zoo.md: the zoo\'s DINOv3 1280 models are 1280 models (their yamls never set img_size)'
+
+
+def coco_eomt_1280(family: str, size: str, task: str) -> Dict[str, Pin]:
+    """The 640 model at EoMT's 1280: the yaml's img_size (DINOv2), the zoo's (DINOv3)."""
+    yaml = f'{EOMT} configs/{family}/coco/{task}/eomt_{size}_1280.yaml'
+    source = f'{yaml}: img_size [1280, 1280]' if family == 'dinov2' else EOMT_ZOO
+    out = join(coco_eomt(family, size, task), coco_data(task, 1280),
+               pin(source, 'model.data_preprocessor', pad_size=(1280, 1280)))
+    if family == 'dinov2':
+        out.update(pin(f'{yaml}: timm.create_model(name, img_size=1280, patch_size=16)', 'model.backbone',
+                       img_size=1280))
+    return out
+
+
+for _family, _size, _task in (('dinov2', 'large', 'panoptic'), ('dinov2', 'giant', 'panoptic'),
+                              ('dinov3', 'large', 'panoptic'), ('dinov2', 'large', 'instance'),
+                              ('dinov3', 'large', 'instance')):
+    EXPECTED[f'eomt/{_family}-{_size}_eomt_coco-{_task}-1280.py'] = coco_eomt_1280(_family, _size, _task)
+
+EOMT_ADE_PAN = f'{EOMT} datasets/ade20k_panoptic.py'
+MMDET_ADE_PAN = f'{MMDET} configs/_base_/datasets/ade20k_panoptic.py'
+ADE_EPOCH = 1263   # 20210 images // 16: EoMT's loader drops the last incomplete batch
+
+
+def shifted(block: Dict[str, Pin], prefix: str, at: int) -> Dict[str, Pin]:
+    """``block`` with the pipeline steps under ``prefix`` from index ``at`` on moved one later."""
+    out = {}
+    for key, value in block.items():
+        match = re.match(rf'^{re.escape(prefix)}\.(\d+)(.*)$', key)
+        if match and int(match.group(1)) >= at:
+            key = f'{prefix}.{int(match.group(1)) + 1}{match.group(2)}'
+        out[key] = value
+    return out
+
+
+def ade_panoptic_eomt(size: str, side: int) -> Dict[str, Pin]:
+    """The COCO panoptic model on mmdet's ADE20K panoptic dataset, EoMT's ADE20K panoptic yaml's schedule."""
+    yaml = f'{EOMT} configs/dinov2/ade20k/panoptic/eomt_{size}_{side}.yaml'
+    root, train = 'data/ade/ADEChallengeData2016/', 'train_dataloader.dataset.pipeline'
+    coco = coco_eomt_1280('dinov2', size, 'panoptic') if side == 1280 else coco_eomt('dinov2', size, 'panoptic')
+    coco = {k: v for k, v in coco.items() if not k.startswith('custom_hooks.2') and k != 'mask annealing windows'}
+    blocks = {'large': 4, 'giant': 5}[size]
+    starts, ends = {4: ((6520, 13040, 19560, 26080), (13040, 19560, 26080, 32600)),
+                    5: ((6520, 11410, 16300, 21190, 26080), (13040, 17930, 22820, 27710, 32600))}[blocks]
+    iters = 31 * ADE_EPOCH
+    return join(
+        shifted(coco, train, 2),
+        pin(f'{EOMT_ADE_PAN}: color_jitter_enabled True; {EOMT_TRANSFORMS}: ColorJitter (brightness 32/255, '
+            'contrast 0.5, saturation 0.5, hue 18 degrees)', f'{train}.2', type='mmseg.EoMTColorJitter',
+            brightness_delta=32, contrast=0.5, saturation=0.5, hue_delta=18),
+        pin(f'{yaml}: stuff_classes (50 of 150); {MMDET}: things first', 'model', num_things_classes=100,
+            num_stuff_classes=50),
+        pin(f'{EOMT_ADE_PAN}: num_classes 150', 'model.decode_head', num_classes=150),
+        pin(f'{EOMT_PANOPTIC}: class_coefficient 2.0, no_object_coefficient 0.1', 'model.decode_head.loss_decode.0',
+            class_weight='1.0 x 150, 0.1'),
+        pin(MMDET_ADE_PAN, 'train_dataloader.dataset', type='ADE20KPanopticDataset', data_root=root,
+            ann_file='ade20k_panoptic_train.json'),
+        pin(MMDET_ADE_PAN, 'train_dataloader.dataset.data_prefix', img='images/training/',
+            seg='ade20k_panoptic_train/'),
+        pin(MMDET_ADE_PAN, 'val_dataloader.dataset', type='ADE20KPanopticDataset', data_root=root,
+            ann_file='ade20k_panoptic_val.json'),
+        pin(MMDET_ADE_PAN, 'val_dataloader.dataset.data_prefix', img='images/validation/', seg='ade20k_panoptic_val/'),
+        pin(MMDET_ADE_PAN, 'val_evaluator', ann_file=f'{root}ade20k_panoptic_val.json',
+            seg_prefix=f'{root}ade20k_panoptic_val/'),
+        pin(f'{yaml}: max_epochs 31 of {ADE_EPOCH} iterations', 'train_cfg', max_iters=iters),
+        pin(f'{yaml}: max_epochs 31', 'param_scheduler.0', end=iters),
+        pin(f'{EOMT_MAIN}: an evaluation every 4 epochs here (the yamls evaluate at the end)', 'train_cfg',
+            val_interval=4 * ADE_EPOCH),
+        pin(f'{EOMT_NOTES}: a checkpoint with each evaluation', 'default_hooks.checkpoint', interval=4 * ADE_EPOCH),
+        pin(yaml, 'custom_hooks.2', type='EoMTMaskAnnealingHook', starts=starts, ends=ends),
+        pins(yaml, {'mask annealing windows': tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(zip(starts, ends)))}),
+    )
+
+
+for _size in ('large', 'giant'):
+    for _side in (640, 1280):
+        EXPECTED[f'eomt/dinov2-{_size}_eomt_ade20k-panoptic-{_side}.py'] = ade_panoptic_eomt(_size, _side)
+
+EOMT_CITY_YAML = f'{EOMT} configs/dinov2/cityscapes/semantic/eomt_large_1024.yaml'
+EOMT_CITY = f'{EOMT} datasets/cityscapes_semantic.py'
+MMSEG_CITY = f'{MMSEG} configs/_base_/datasets/cityscapes.py'
+CITY_EPOCH = 185   # 2975 images // 16: EoMT's loader drops the last incomplete batch
+
+
+def cityscapes_eomt() -> Dict[str, Pin]:
+    """EoMT's ADE20K DINOv2-L model on Cityscapes at 1024, its yaml's schedule and windows."""
+    train, val = 'train_dataloader.dataset.pipeline', 'val_dataloader.dataset.pipeline'
+    crop, iters = (1024, 1024), 107 * CITY_EPOCH
+    starts, ends = (3317, 6634, 9951, 13268), (6634, 9951, 13268, 16585)
+    return join(
+        EXPECTED['eomt/dinov2-large_eomt_ade20k.py'],
+        pin(MMSEG_CITY, 'train_dataloader.dataset', type='CityscapesDataset', data_root='data/cityscapes/'),
+        pin(MMSEG_CITY, 'train_dataloader.dataset.data_prefix', img_path='leftImg8bit/train',
+            seg_map_path='gtFine/train'),
+        pin(MMSEG_CITY, 'val_dataloader.dataset', type='CityscapesDataset', data_root='data/cityscapes/'),
+        pin(MMSEG_CITY, 'val_dataloader.dataset.data_prefix', img_path='leftImg8bit/val', seg_map_path='gtFine/val'),
+        pin(f'{EOMT_CITY}: num_classes 19 (train ids), ignore 255', 'model.decode_head', num_classes=19),
+        pin(f'{EOMT_SEMANTIC}: class_coefficient 2.0, no_object_coefficient 0.1', 'model.decode_head.loss_decode.0',
+            class_weight='1.0 x 19, 0.1'),
+        pin(f'{OURS}: per-sample checks over 19 classes', f'{train}.0', num_classes=19),
+        pin(f'{OURS}: per-sample checks over 19 classes', f'{val}.3', num_classes=19),
+        pin(f'{MMSEG_CITY}: labelTrainIds as they are', f'{train}.0.transforms.1', reduce_zero_label=None),
+        pin(f'{MMSEG_CITY}: labelTrainIds as they are', f'{val}.2', reduce_zero_label=None),
+        pin(f'{EOMT_CITY}: img_size (1024, 1024), scale_range (0.5, 2.0); {EOMT_TRANSFORMS}: ScaleJitter, RandomCrop',
+            f'{train}.3', crop_size=crop),
+        pins(DERIVED, {'scale rule': 'ScaleJitterCrop: the image fitted into (1024, 1024) x s, s uniform in '
+                                     '[0.5, 2.0]: its long side 1024 s; padded and cropped to (1024, 1024)'}),
+        pin(f'{MMSEG_CITY}: the short side at 1024, as EoMT\'s evaluation', f'{val}.1', scale=(2048, 1024)),
+        pin(f'{EOMT_CITY}: img_size (1024, 1024)', 'model.data_preprocessor', size=crop),
+        pin(f'{EOMT} models/vit.py: timm.create_model(name, img_size=1024, patch_size=16)', 'model.backbone',
+            img_size=1024),
+        pin(f'{EOMT} training/lightning_module.py window_imgs_semantic: ceil(long / 1024) windows spread evenly; '
+            'on 1024 x L, L <= 2048 (every Cityscapes photo), crop and stride 1024 (docs/eomt_zoo.md)',
+            'model.test_cfg', crop_size=crop, stride=crop),
+        pin(f'{EOMT_CITY_YAML}: max_epochs 107, of {CITY_EPOCH} iterations (2975 // 16, drop_last)', 'train_cfg',
+            max_iters=iters),
+        pin(f'{EOMT_CITY_YAML}: max_epochs 107', 'param_scheduler.0', end=iters),
+        pin(EOMT_CITY_YAML, 'custom_hooks.3', starts=starts, ends=ends),
+        pins(EOMT_CITY_YAML, {'mask annealing windows': tuple(f'block {i}: {s}-{e}'
+                                                              for i, (s, e) in enumerate(zip(starts, ends)))}),
+    )
+
+
+EXPECTED['eomt/dinov2-large_eomt_cityscapes-1024.py'] = cityscapes_eomt()
+
 # --- UperNet on mmseg's 80k datasets: the protocol's model and optimiser, mmseg's data ----------
 def dataset_80k(name: str, family: str, size: str) -> Dict[str, Pin]:
     width, depth, _ = SIZES[size]
@@ -1082,6 +1209,22 @@ EXPECTED['tiny/vit5_eomt_coco_panoptic_synthetic.py'] = join(
     pin(f'{TINY}: consecutive sixths of 200 iterations', 'custom_hooks.2', starts=(33, 67), ends=(67, 100)),
     pins(f'{TINY}: consecutive sixths of 200 iterations', {'mask annealing windows': ('block 0: 33-67',
                                                                                       'block 1: 67-100')}),
+    pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_COCO),
+    pin(TINY, 'val_dataloader.dataset', data_root=_SYNTHETIC_COCO))
+
+# the COCO instance twin: the panoptic twin's network and budget on the same scenes' instances
+EXPECTED['tiny/vit5_eomt_coco_instance_synthetic.py'] = join(
+    {k: v for k, v in EXPECTED['tiny/vit5_eomt_coco_panoptic_synthetic.py'].items()
+     if not k.startswith(('train_dataloader.dataset', 'val_dataloader.dataset', 'val_evaluator'))},
+    {k: v for k, v in coco_data('instance', 128, _SYNTHETIC_COCO).items()
+     if k.startswith(('train_dataloader.dataset', 'val_dataloader.dataset', 'val_evaluator'))},
+    pin(TINY, 'train_dataloader.dataset.pipeline.3', ratio_range=(0.75, 1.5)),
+    pin(f'{EOMT_COCO_INSTANCE}: 80 classes', 'model', num_things_classes=80, num_stuff_classes=0),
+    pin(f'{EOMT_COCO_INSTANCE}: 80 classes', 'model.decode_head', num_classes=80),
+    pin(f'{EOMT_PANOPTIC}: class_coefficient 2.0, no_object_coefficient 0.1', 'model.decode_head.loss_decode.0',
+        class_weight='1.0 x 80, 0.1'),
+    pin(f'{EOMT} training/mask_classification_instance.py eval_step', 'model.test_cfg', panoptic_on=False,
+        instance_on=True),
     pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_COCO),
     pin(TINY, 'val_dataloader.dataset', data_root=_SYNTHETIC_COCO))
 

@@ -128,3 +128,60 @@ def test_compare_reads_pq_as_it_reads_miou(trained, tmp_path):
     assert float(rows[0]['delta PQ (ss)']) == pytest.approx(logged['coco_panoptic/PQ'] - 30.0, abs=0.006)
     assert rows[0]['within tolerance'] == 'no paper figure'
     assert '| size | ViT-5 PQ | n | DeiT-III PQ | n |' in out and 'ViT-5 SQ / RQ' in out
+
+
+def test_the_panoptic_twin_exports_to_onnx_photo_in_and_predicts_as_mmdet(trained, capsys):
+    """tools/export_onnx.py --dynamic on the trained twin: ONNX Runtime gives the graph's PyTorch ids on
+    every pixel of three generated photos (the tool's check), and on a val photo of another size the ids
+    mmdet's inference_detector gives on >= 99.9% of pixels (the graph resizes as PIL does, in floats)."""
+    from vit5seg.apis import inference_model, init_model
+    from vit5seg.deploy import OnnxSession
+    from vit5seg.deploy.export import main
+    cwd, _ = trained
+    out = cwd / 'panoptic.onnx'
+    assert main([str(CONFIG), str(cwd / 'run' / 'iter_200.pth'), '--out', str(out), '--dynamic', '--repeats', '1']) == 0
+    table = capsys.readouterr().out
+    assert len(re.findall(r'^\| \d+x\d+ \| 100\.000% \|', table, re.M)) == 3, table
+    session = OnnxSession(out)
+    img = cv2.imread(str(sorted((cwd / 'data' / 'synthetic' / 'coco' / 'val2017').glob('*.jpg'))[1]))
+    img = cv2.resize(img, (img.shape[1] * 3 // 2 + 7, img.shape[0] * 3 // 2 + 3))   # a size it was not traced at
+    found = session.detect(img)
+    expected = inference_model(init_model(CONFIG, str(cwd / 'run' / 'iter_200.pth'), device='cpu'), img)
+    expected = expected.pred_panoptic_seg.sem_seg[0].numpy()
+    assert len(np.unique(expected)) >= 3 and (expected < 133).any()
+    assert (found['panoptic'] == expected).mean() >= 0.999
+    # the segment table: each id on the map is a query's segment, its class the id's
+    made = found['segment_ids'] >= 0
+    assert set(np.unique(found['panoptic'])) - {133} <= set(found['segment_ids'][made])
+    assert ((found['segment_ids'][made] % 1000) == found['labels'][made]).all()
+    assert ((found['scores'][made] > 0.8) & (found['scores'][made] <= 1)).all()
+
+
+def test_the_instance_twin_exports_to_onnx_with_the_same_top_instances(tmp_path, capsys):
+    """The instance twin (random weights, spread so that scores differ): ONNX Runtime's top 20 instances are
+    the graph's in PyTorch (the tool's check), and mmdet's top 10 are among ONNX Runtime's, label and
+    mask alike."""
+    import torch
+
+    from conftest import perturb
+    from vit5seg.apis import inference_model, init_model
+    from vit5seg.deploy import OnnxSession
+    from vit5seg.deploy.export import generated_image, main
+    config = REPO / 'configs' / 'tiny' / 'vit5_eomt_coco_instance_synthetic.py'
+    torch.manual_seed(0)
+    model = perturb(init_model(config, None, device='cpu'), 0, scale=0.3)
+    torch.save({'state_dict': model.state_dict()}, tmp_path / 'instance.pth')
+    out = tmp_path / 'instance.onnx'
+    assert main([str(config), str(tmp_path / 'instance.pth'), '--out', str(out), '--shape', '96', '128',
+                 '--repeats', '1']) == 0
+    assert re.search(r'^\| 96x128 \| 100\.000% \|', capsys.readouterr().out, re.M)
+    img = generated_image((96, 128), seed=5)
+    found = OnnxSession(out).detect(img)
+    assert found['masks'].shape == (100, 96, 128) and found['labels'].shape == found['scores'].shape == (100,)
+    expected = inference_model(model, img).pred_instances
+    for i in expected.scores.argsort(descending=True)[:10].tolist():
+        mask, label, score = expected.masks[i].numpy(), int(expected.labels[i]), float(expected.scores[i])
+        assert any(found['labels'][j] == label and abs(found['scores'][j] - score) < 0.01
+                   and (found['masks'][j] == mask).mean() >= 0.99 for j in range(100)), (i, label, score)
+    with pytest.raises(ValueError, match='exported for 96x128'):
+        OnnxSession(out).detect(generated_image((64, 64)))

@@ -149,3 +149,62 @@ def test_damaged_download_is_deleted_so_the_next_run_fetches_it_anew(release, tm
         (www / release.name).write_bytes(release.read_bytes())  # the server has a good copy again
         target, reports, _ = prepare_ade20k(server.url(release.name), tmp_path / 'ade', progress=False)
     assert all(r.ok for r in reports) and target.is_dir()
+
+
+def test_panoptic_annotations_are_written_as_mmdet_reads_them(tmp_path):
+    """--panoptic on an extracted release and an instance tar: mmdet's ADE20KPanopticDataset and
+    LoadPanopticAnnotations read back the stuff (semantic map) and the things (instance PNG: red
+    the thing class 1-100 in ADE's thing order, green the instance), named as mmdet names them."""
+    import tarfile
+
+    from mmdet.datasets import ADE20KPanopticDataset
+    from mmengine.registry import DefaultScope
+    from PIL import Image
+    root = make_synthetic_ade20k(tmp_path / 'src', num_train=2, num_val=1, size=48)   # 48x60 photos
+    semantic = np.full((48, 60), 1, np.uint8)        # ADE class 1: wall (stuff)
+    semantic[24:] = 4                                # 4: floor (stuff)
+    semantic[30:40, 2:12] = 8                        # 8: bed (a thing: no stuff segment)
+    semantic[5:15, 30:40] = 13                       # 13: person
+    instance = np.zeros((48, 60, 3), np.uint8)
+    instance[30:40, 2:12] = (1, 5, 0)                # thing 1 of 100 (bed), instance 5
+    instance[5:15, 30:40] = (4, 7, 0)                # thing 4 (person), instance 7
+    instances = tmp_path / 'annotations_instance'
+    for split in ('training', 'validation'):
+        (instances / split).mkdir(parents=True)
+        for path in sorted((root / 'annotations' / split).glob('*.png')):
+            Image.fromarray(semantic).save(path)
+            Image.fromarray(instance).save(instances / split / path.name)
+    with tarfile.open(tmp_path / 'annotations_instance.tar', 'w') as tf:
+        tf.add(instances, arcname='annotations_instance')
+    out = tmp_path / 'data' / 'ade'
+    assert main([str(root), '--out', str(out), '--panoptic', str(tmp_path / 'annotations_instance.tar'),
+                 '--no-progress', '--no-values']) == 0
+    target = out / RELEASE
+    assert (target / 'annotations_instance' / 'validation').is_dir()
+    assert not list(target.glob('.*partial*'))
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        dataset = ADE20KPanopticDataset(
+            data_root=str(target), ann_file='ade20k_panoptic_val.json', test_mode=True,
+            data_prefix=dict(img='images/validation/', seg='ade20k_panoptic_val/'),
+            pipeline=[dict(type='LoadImageFromFile'),
+                      dict(type='LoadPanopticAnnotations', with_bbox=True, with_mask=True, with_seg=True)])
+        sample = dataset[0]
+    classes = ADE20KPanopticDataset.METAINFO['classes']
+    things = [classes[i] for i in sample['gt_bboxes_labels']]
+    assert sorted(things) == ['bed', 'person']
+    masks = sample['gt_masks'].masks
+    bed = masks[things.index('bed')]
+    assert bed.sum() == 100 and bed[30:40, 2:12].all()
+    assert sample['gt_bboxes'].tensor[things.index('person')].tolist() == [30, 5, 40, 15]   # x1 y1 x2 y2
+    seg = sample['gt_seg_map']
+    assert classes[seg[0, 0]] == 'wall' and classes[seg[47, 59]] == 'floor'
+    assert classes[seg[35, 5]] == 'bed' and classes[seg[10, 35]] == 'person'
+    assert set(np.unique(seg).tolist()) == {classes.index(c) for c in ('wall', 'floor', 'bed', 'person')}
+    again = main([str(root), '--out', str(out), '--panoptic', '--no-progress', '--no-values'])
+    assert again == 0   # already there: checked, not rewritten
+    instance_path = next((instances / 'validation').glob('*.png'))
+    (target / 'ade20k_panoptic_val.json').unlink()
+    Image.fromarray(instance[:40]).save(target / 'annotations_instance' / 'validation' / instance_path.name)
+    with pytest.raises(SystemExit):   # a PNG of another size: one error naming the files, nothing half-written
+        main([str(root), '--out', str(out), '--panoptic', '--no-progress', '--no-values'])
+    assert not (target / 'ade20k_panoptic_val.json').exists() and not list(target.glob('.*partial*'))

@@ -6,6 +6,7 @@ Nothing half-made is ever at the configs' path: the archive is extracted into a 
 """
 import os
 import shutil
+import tarfile
 import zipfile
 from pathlib import Path
 from typing import List, Tuple
@@ -120,6 +121,59 @@ def prepare_ade20k(src, out='data/ade', progress: bool = True,
     return target, check_ade20k(target, check_values=check_values), done
 
 
+def _unpack(archive: Path, into: Path) -> None:
+    """A zip (zipfile makes its names safe) or a tar of plain files and folders whose names stay
+    inside ``into`` (checked here: Python 3.11.2 has no tar extraction filter)."""
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(into)
+        return
+    with tarfile.open(archive) as tf:
+        members = tf.getmembers()
+        bad = [m.name for m in members if not (m.isfile() or m.isdir()) or os.path.isabs(m.name)
+               or '..' in Path(m.name).parts]
+        if bad:
+            raise tarfile.TarError(f'members that are links or leave the folder: {bad[:3]}')
+        safe = {'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}   # 3.11.4+ checks too
+        tf.extractall(into, members=members, **safe)
+
+
+def add_instances(target: Path, src) -> str:
+    """ADE20K's instance annotations at ``target/annotations_instance``: from a folder (linked)
+    or an archive (tar or zip, extracted through a staging folder); nothing if already there."""
+    place = target / 'annotations_instance'
+    if place.is_dir():
+        return f'{place} already there'
+    if src is None:
+        raise DatasetError(f'{place} is missing: give ADE20K\'s instance annotations (annotations_instance.tar or '
+                           'its extracted folder) after --panoptic')
+    src = Path(src)
+    if src.is_dir():
+        folder = src if (src / 'training').is_dir() else src / 'annotations_instance'
+        if not (folder / 'training').is_dir() or not (folder / 'validation').is_dir():
+            raise DatasetError(f'{src} is not ADE20K\'s instance annotations: no training/ and validation/ in it or '
+                               'in its annotations_instance/')
+        place.symlink_to(folder.resolve(), target_is_directory=True)
+        return f'linked {place} -> {folder.resolve()}'
+    if not src.is_file():
+        raise DatasetError(f'{src} does not exist: give annotations_instance.tar (or .zip) or its extracted folder')
+    staging = target / '.annotations_instance.partial'
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        _unpack(src, staging)
+    except (tarfile.TarError, OSError, EOFError, zipfile.BadZipFile) as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise DatasetError(f'{src} is damaged or no archive ({e}); nothing was extracted') from None
+    found = next((d for d in [staging, *staging.rglob('*')] if (d / 'training').is_dir() and
+                  (d / 'validation').is_dir()), None)
+    if found is None:
+        shutil.rmtree(staging)
+        raise DatasetError(f'{src} holds no training/ and validation/ folders of instance PNGs')
+    os.replace(found, place)
+    shutil.rmtree(staging)
+    return f'extracted {src} to {place}'
+
+
 def main(argv=None):
     import argparse
     parser = argparse.ArgumentParser(
@@ -131,13 +185,24 @@ def main(argv=None):
     parser.add_argument('--no-values', action='store_true',
                         help='only pair images with labels; skip reading every label map')
     parser.add_argument('--no-progress', action='store_true', help='no progress bars')
+    parser.add_argument('--panoptic', nargs='?', const='', metavar='INSTANCES',
+                        help='also write the panoptic annotations mmdet\'s ADE20KPanopticDataset reads '
+                             '(ade20k_panoptic_{train,val}.json and PNGs) from ADE20K\'s instance annotations: '
+                             'annotations_instance.tar (or .zip) or its folder; leave it out where '
+                             'OUT/ADEChallengeData2016/annotations_instance is already there')
     args = parser.parse_args(argv)
     try:
         target, reports, done = prepare_ade20k(args.src, args.out, progress=not args.no_progress,
                                                check_values=not args.no_values)
+        print(done)
+        if args.panoptic is not None:
+            from .ade20k_panoptic import write_panoptic
+            print(add_instances(target, args.panoptic or None))
+            counts = write_panoptic(target, progress=not args.no_progress)
+            print('panoptic annotations (ade20k_panoptic_{train,val}.json): '
+                  + ', '.join(f'{split} {n} image{"s" * (n != 1)}' for split, n in counts.items()))
     except (DatasetError, DownloadError, FileNotFoundError) as e:
         parser.exit(1, f'error: {e}\n')
-    print(done)
     print(format_report(reports))
     ok = all(r.ok for r in reports)
     print(f'{target}: ' + ('ready' if ok else 'has problems (above); fix or remove it and run again'))

@@ -1,4 +1,5 @@
-"""A segmentor's whole-image inference as one ONNX graph (``tools/export_onnx.py``).
+"""A segmentor's whole-image inference as one ONNX graph (``tools/export_onnx.py``); a panoptic
+or instance EoMT's photo-to-segments inference likewise (:mod:`vit5seg.deploy.detector`).
 
 Input ``image``: float32 (N, 3, H, W), the image as cv2 reads it (BGR, 0-255); the data
 preprocessor's channel order and mean/std are inside the graph. Outputs ``logits``
@@ -169,8 +170,6 @@ def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), 
         raise ExportError(f'--dynamic needs torch >= {".".join(map(str, DYNAMIC_EXPORT_TORCH))}, whose ONNX exporter '
                           f'takes the dynamic-shape graph; this is torch {torch.__version__}. Export at a fixed size '
                           '(leave out --dynamic) or upgrade torch')
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     wrapper = OnnxSegmentor(segmentor).eval()
     if dynamic:
         make_pools_dynamic(wrapper)
@@ -182,10 +181,19 @@ def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), 
         dims = (torch.export.Dim('batch', min=1, max=1024), torch.export.Dim('height', min=patch, max=16384),
                 torch.export.Dim('width', min=patch, max=16384))
         dynamic_shapes = ({0: dims[0], 2: dims[1], 3: dims[2]},)
+    return _export(wrapper, example, out, dynamic_shapes, ['logits', 'labels'], opset, settings)
+
+
+def _export(wrapper: nn.Module, example: torch.Tensor, out, dynamic_shapes, output_names: List[str],
+            opset: Optional[int], settings: Optional[dict]) -> Path:
+    """``wrapper`` (input ``image``) to ``out`` with torch's dynamo exporter; ``settings`` as JSON
+    metadata; any exporter failure is one ExportError naming the op and the module."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with torch.no_grad():
             program = torch.onnx.export(wrapper, (example,), dynamo=True, dynamic_shapes=dynamic_shapes,
-                                        input_names=['image'], output_names=['logits', 'labels'],
+                                        input_names=['image'], output_names=output_names,
                                         opset_version=opset, verbose=False)
     except Exception as error:  # torch.onnx raises several types; one message names the op
         raise ExportError(_explain(error, wrapper, example[:1])) from None
@@ -195,6 +203,29 @@ def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), 
         program.model.metadata_props[INFERENCE_KEY] = json.dumps(settings)
     program.save(str(out))
     return out
+
+
+def export_detector_onnx(detector: nn.Module, out, task: str, side: int, shape: Tuple[int, int],
+                         dynamic: bool = False, opset: Optional[int] = None, settings: Optional[dict] = None) -> Path:
+    """Export a panoptic or instance EoMT (mmdet's detector on CPU, eval mode), photo in
+    (:mod:`vit5seg.deploy.detector`); ``shape``: the photo size of a fixed-size export, the
+    example traced for a dynamic one (one photo at a time, H and W free)."""
+    from .detector import OUTPUTS, OnnxDetector
+    if dynamic and not dynamic_export_supported():
+        raise ExportError(f'--dynamic needs torch >= {".".join(map(str, DYNAMIC_EXPORT_TORCH))}; this is torch '
+                          f'{torch.__version__}. Export at a fixed size (leave out --dynamic) or upgrade torch')
+    wrapper = OnnxDetector(detector, side, task).eval()
+    example = generated_batch(shape)
+    dynamic_shapes = None
+    if dynamic:
+        dynamic_shapes = ({2: torch.export.Dim('height', min=16, max=16384),
+                           3: torch.export.Dim('width', min=16, max=16384)},)
+    return _export(wrapper, example, out, dynamic_shapes, OUTPUTS[task], opset, settings)
+
+
+def generated_batch(hw: Tuple[int, int], seed: int = 0) -> torch.Tensor:
+    """:func:`generated_image` as the graphs take it: float32 (1, 3, H, W), BGR 0-255."""
+    return torch.from_numpy(generated_image(hw, seed)).permute(2, 0, 1)[None].float()
 
 
 def generated_image(hw: Tuple[int, int], seed: int = 0) -> np.ndarray:
@@ -234,6 +265,66 @@ def compare_with_pytorch(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[
                          onnxruntime_s=float(np.median(times['onnxruntime'])),
                          pytorch_s=float(np.median(times['pytorch']))))
     return rows
+
+
+def detection_agreement(task: str, ours: Sequence[np.ndarray], theirs: Sequence[np.ndarray],
+                        top: int = 20) -> float:
+    """Panoptic: the fraction of pixels with the same id. Instance: the fraction of PyTorch's
+    ``top`` best instances that ONNX Runtime gives too (same label, score within 1e-4, the
+    same mask on >= 99.9% of pixels), one to one; ties within 1e-4 may swap ranks."""
+    if task == 'panoptic':
+        return float((ours[0] == theirs[0]).mean())
+    masks, labels, scores = theirs
+    unused = list(range(len(scores)))
+    found = 0
+    for i in np.argsort(-ours[2], kind='stable')[:top]:
+        match = next((j for j in unused if labels[j] == ours[1][i] and abs(scores[j] - ours[2][i]) <= 1e-4
+                      and (masks[j] == ours[0][i]).mean() >= MIN_AGREEMENT), None)
+        if match is not None:
+            unused.remove(match)
+            found += 1
+    return found / min(top, len(ours[2]))
+
+
+def compare_detector_with_pytorch(onnx_path, detector: nn.Module, task: str, side: int,
+                                  sizes: Sequence[Tuple[int, int]], repeats: int = 3,
+                                  threads: Optional[int] = None) -> List[dict]:
+    """ONNX Runtime against the same graph in PyTorch on a generated photo per size:
+    :func:`detection_agreement`, median latencies of both."""
+    from ..utils.timing import time_interleaved
+    from .detector import OnnxDetector
+    from .runtime import OnnxSession
+    session = OnnxSession(onnx_path, threads=threads)
+    wrapper = OnnxDetector(detector, side, task).eval()
+    rows = []
+    for i, hw in enumerate(sizes):
+        batch = generated_batch(hw, seed=i)
+        with torch.no_grad():
+            reference = [t.numpy() for t in wrapper(batch)]
+        outputs = session.session.run(None, {'image': batch.numpy()})
+
+        def pytorch():
+            with torch.no_grad():
+                wrapper(batch)
+        times = time_interleaved({'onnxruntime': lambda: session.session.run(None, {'image': batch.numpy()}),
+                                  'pytorch': pytorch}, 'cpu', warmup=0, repeats=repeats)
+        rows.append(dict(size=f'{hw[0]}x{hw[1]}', agreement=detection_agreement(task, reference, outputs),
+                         onnxruntime_s=float(np.median(times['onnxruntime'])),
+                         pytorch_s=float(np.median(times['pytorch']))))
+    return rows
+
+
+def load_detector(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:
+    """The config's mmdet model on CPU in eval mode with ``checkpoint`` loaded strictly (its
+    class names: the config's dataset's)."""
+    from ..apis.inference import init_model
+    from ..models.checkpoint import check_fits, read_checkpoint
+    model = init_model(str(config), None, device='cpu')
+    obj = read_checkpoint(checkpoint, sha256=sha256)
+    state = obj.get('state_dict', obj) if isinstance(obj, dict) else obj
+    check_fits(model, state, source=str(checkpoint))
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def load_segmentor(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:
@@ -278,6 +369,8 @@ def main(argv=None) -> int:
 
     from mmengine.config import Config
     cfg = Config.fromfile(args.config)
+    if cfg.model.type == 'EoMT':   # mmdet's panoptic or instance EoMT
+        return export_detector_main(args, cfg)
     shape = tuple(args.shape or args.example_shape or cfg.get('crop_size') or (512, 512))
     model = load_segmentor(args.config, args.checkpoint, args.sha256)
     start = time.perf_counter()
@@ -298,5 +391,31 @@ def main(argv=None) -> int:
     if bad:
         print(f'error: ONNX Runtime and PyTorch differ at {", ".join(bad)} (limits: max abs diff '
               f'{MAX_ABS_DIFF:g}, label agreement {100 * MIN_AGREEMENT:g}%)')
+        return 1
+    return 0
+
+
+def export_detector_main(args, cfg) -> int:
+    """``main`` for a panoptic or instance config: the photo-in graph, checked on generated photos."""
+    task = 'panoptic' if cfg.model.test_cfg.get('panoptic_on', True) else 'instance'
+    side = int(cfg.model.data_preprocessor.pad_size[0])
+    shape = tuple(args.shape or args.example_shape or (side * 3 // 4, side))
+    model = load_detector(args.config, args.checkpoint, args.sha256)
+    start = time.perf_counter()
+    out = export_detector_onnx(model, args.out, task, side, shape, dynamic=args.dynamic, opset=args.opset,
+                               settings=dict(task=task, side=side, classes=list(model.dataset_meta['classes'])))
+    print(f'exported {out} ({task}, photo in: {"dynamic H, W" if args.dynamic else f"1x3x{shape[0]}x{shape[1]}"}) '
+          f'in {time.perf_counter() - start:.0f} s')
+    rows = compare_detector_with_pytorch(out, model, task, side, comparison_sizes(shape, args.dynamic),
+                                         repeats=args.repeats, threads=torch.get_num_threads())
+    need = MIN_AGREEMENT if task == 'panoptic' else 1.0
+    what = 'pixels with the same panoptic id' if task == 'panoptic' else 'of the top 20 instances found'
+    print(f'| size | {what} | onnxruntime s | pytorch s |')
+    print('|---|---|---|---|')
+    for r in rows:
+        print(f"| {r['size']} | {100 * r['agreement']:.3f}% | {r['onnxruntime_s']:.4f} | {r['pytorch_s']:.4f} |")
+    bad = [r['size'] for r in rows if r['agreement'] < need]
+    if bad:
+        print(f'error: ONNX Runtime and PyTorch differ at {", ".join(bad)} (limit: {100 * need:g}% {what})')
         return 1
     return 0

@@ -6,9 +6,10 @@
     logits, labels = session.run(batch)                  # (N, 3, H, W) float32 BGR 0-255
     logits, labels = session.slide(image, crop=(512, 512), stride=(341, 341))  # (H, W, 3) BGR
     logits, labels = session.predict(photo)              # as the config tests: resize, mode, photo size
+    out = session.detect(photo)                          # a panoptic or instance export: its outputs by name
 """
 import json
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -69,6 +70,21 @@ class OnnxSession:
         logits = total / count
         return logits, logits.argmax(axis=0)
 
+    def detect(self, image: np.ndarray) -> Dict[str, np.ndarray]:
+        """One (H, W, 3) BGR photo through a panoptic or instance export (photo in; the resize,
+        network and mmdet's post-processing are in the graph: vit5seg.deploy.detector) -> its
+        outputs by name: ``panoptic``, ``segment_ids``, ``labels``, ``scores``; or ``masks``,
+        ``labels``, ``scores``."""
+        task = (self.settings or {}).get('task')
+        if task not in ('panoptic', 'instance'):
+            raise ValueError('this is no panoptic or instance export: use predict() or run() for a semantic one')
+        if self.fixed_hw is not None and image.shape[:2] != self.fixed_hw:
+            raise ValueError(f'this model was exported for {self.fixed_hw[0]}x{self.fixed_hw[1]} photos, got '
+                             f'{image.shape[0]}x{image.shape[1]}: export with --dynamic for other sizes')
+        batch = np.ascontiguousarray(image.transpose(2, 0, 1)[None], dtype=np.float32)
+        names = [o.name for o in self.session.get_outputs()]
+        return dict(zip(names, self.session.run(None, {'image': batch})))
+
     def predict(self, image: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """One (H, W, 3) BGR photo as the exported config tests it: its test ``Resize``
         (mmcv's own resizing), whole or sliding-window inference, the logits resized back
@@ -77,6 +93,8 @@ class OnnxSession:
         if self.settings is None:
             raise ValueError('this model holds no test settings (exported before they were stored): export it '
                              f'again with {tool_command("export_onnx.py")}')
+        if 'task' in self.settings:
+            raise ValueError(f'this is a {self.settings["task"]} export: use detect()')
         h, w = image.shape[:2]
         resize = self.settings['resize']
         if resize is not None:

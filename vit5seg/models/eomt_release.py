@@ -1,6 +1,6 @@
-"""EoMT's published models (tue-mps/eomt, model_zoo/*.md) as this package's segmentor
-checkpoints, which ``configs/eomt/dinov{2,3}-large_eomt_ade20k.py`` load with mmseg's
-``init_model``.
+"""EoMT's published models (tue-mps/eomt, model_zoo/*.md; docs/eomt_zoo.md) as this package's
+checkpoints, which the configs of ``configs/eomt/`` load: the semantic ones with mmseg's
+``init_model``, the panoptic and instance ones with mmdet's ``init_detector``.
 
 A release is the Lightning module's state dict: ``network.encoder.backbone.*`` (timm's
 DINOv2, or transformers' DINOv3 renamed by EoMT's ``transformers_to_timm``), the head
@@ -9,6 +9,8 @@ elsewhere or recomputes (pixel mean/std in the data preprocessor, the annealing
 probabilities, the criterion's class weights). The DINOv3 release is a delta: EoMT's
 ``delta_weights`` mode adds it to the user's pretrained weights for the encoder keys and
 to zero elsewhere, so the head's values are in the file and only the backbone needs a base.
+EoMT's ADE20K panoptic models predict ADE's 150 classes in ADE's order; mmdet's dataset and
+fusion head need the 100 things first, so their class head's rows are permuted by name.
 """
 import re
 from typing import NamedTuple, Optional, Tuple
@@ -16,6 +18,7 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 
 from .. import paths
+from ..datasets.ade20k_panoptic import ade_to_panoptic
 from .checkpoint import EOMT_BACKBONE_PREFIX, CheckpointError, StateDict, convert_state_dict, keys_under
 _HEAD_RENAMES = [
     (r'^network\.q\.weight$', 'decode_head.queries.weight'),
@@ -40,14 +43,15 @@ class ReleaseKind(NamedTuple):
     classes: int
     queries: int
     config: str      # under configs/eomt/; '' where none is shipped yet
+    reorder: bool = False   # EoMT's class order is ADE's; mmdet's ADE20KPanopticDataset puts things first
 
 
 # EoMT's releases by what their weights show: ../shared/eomt-zoo.md, EoMT's yamls. A new release is a row.
 RELEASE_KINDS = (
     ReleaseKind('semantic', 'ADE20K', 150, 100, '{family}-{width}_eomt_ade20k.py'),
-    ReleaseKind('semantic', 'Cityscapes', 19, 100, ''),
+    ReleaseKind('semantic', 'Cityscapes', 19, 100, '{family}-{width}_eomt_cityscapes-{side}.py'),
     ReleaseKind('panoptic', 'COCO', 133, 200, '{family}-{width}_eomt_coco-panoptic-{side}.py'),
-    ReleaseKind('panoptic', 'ADE20K', 150, 200, ''),
+    ReleaseKind('panoptic', 'ADE20K', 150, 200, '{family}-{width}_eomt_ade20k-panoptic-{side}.py', reorder=True),
     ReleaseKind('instance', 'COCO', 80, 200, '{family}-{width}_eomt_coco-instance-{side}.py'),
 )
 WIDTHS = {384: 'small', 768: 'base', 1024: 'large', 1536: 'giant'}
@@ -56,13 +60,34 @@ WIDTHS = {384: 'small', 768: 'base', 1024: 'large', 1536: 'giant'}
 DEFAULT_SIDE = {'semantic': 512, 'panoptic': 640, 'instance': 640}
 
 
+def release_kind(converted: StateDict) -> Optional[ReleaseKind]:
+    classes = converted['decode_head.class_head.weight'].shape[0] - 1
+    queries = converted['decode_head.queries.weight'].shape[0]
+    return next((k for k in RELEASE_KINDS if (k.classes, k.queries) == (classes, queries)), None)
+
+
+def to_panoptic_order(converted: StateDict) -> StateDict:
+    """The class head's rows from ADE's order (EoMT's ADE20K panoptic models) to mmdet's
+    ``ADE20KPanopticDataset`` order (things, then stuff), matched by class name; the
+    no-object row stays last."""
+    order = ade_to_panoptic()                            # ADE index -> mmdet index
+    rows = [0] * len(order)
+    for ade, mmdet in enumerate(order):
+        rows[mmdet] = ade
+    rows = torch.tensor(rows + [len(order)])             # mmdet index -> the release's row
+    out = dict(converted)
+    for key in ('decode_head.class_head.weight', 'decode_head.class_head.bias'):
+        out[key] = converted[key][rows]
+    return out
+
+
 def release_meta(converted: StateDict, layout: str = '') -> dict:
     """What a converted release is, for the checkpoint's ``meta['eomt_release']``: its task
     and dataset where the kind is known, classes, queries, patch and position grid, the
-    backbone family and width, and the shipped config it fits (None if none)."""
+    backbone family and width, the class order, and the shipped config it fits (None if none)."""
     classes = converted['decode_head.class_head.weight'].shape[0] - 1
     queries = converted['decode_head.queries.weight'].shape[0]
-    kind = next((k for k in RELEASE_KINDS if (k.classes, k.queries) == (classes, queries)), None)
+    kind = release_kind(converted)
     pos = converted.get('backbone.pos_embed')
     side = int(round(pos.shape[1] ** 0.5)) if pos is not None else None
     side = side if side and side * side == pos.shape[1] else None  # EoMT's inputs are square
@@ -75,7 +100,9 @@ def release_meta(converted: StateDict, layout: str = '') -> dict:
         config = 'configs/eomt/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
     return dict(task=kind.task if kind else None, dataset=kind.dataset if kind else None, num_classes=classes,
                 num_queries=queries, patch_size=patch, grid=(side, side) if side else None, family=family,
-                width=width, config=config)
+                width=width, config=config,
+                class_order=('mmdet ADE20KPanopticDataset (things first), from ADE\'s order' if kind and kind.reorder
+                             else 'the release\'s'))
 
 
 def describe_release(meta: dict) -> Optional[str]:
@@ -93,6 +120,13 @@ def describe_release(meta: dict) -> Optional[str]:
     config = info.get('config')
     if config and paths.config_path(config.removeprefix('configs/')).is_file():
         fits = f'it fits {config}'
+        if not grid:   # no position grid (DINOv3): the same weights run at every input side
+            side = config.rsplit('-', 1)[-1]
+            others = sorted(p.name for p in paths.config_path(config.removeprefix('configs/')).parent.glob(
+                config.rsplit('/', 1)[-1].replace(side, '*')) if not p.name.endswith(side))
+            if others:
+                fits += (' or, for the release EoMT trained at another input side (its name says which), '
+                         + ', '.join(f'configs/eomt/{o}' for o in others))
     elif config:
         fits = f'it needs {config}, which this project does not ship yet'
     elif kind.config:
@@ -152,4 +186,5 @@ def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None,
             unknown.append(key)
     if unknown:
         raise CheckpointError(f'EoMT release keys this converter does not know: {unknown[:8]}')
-    return out, layout
+    kind = release_kind(out)
+    return (to_panoptic_order(out) if kind is not None and kind.reorder else out), layout

@@ -1,0 +1,167 @@
+"""ADE20K panoptic in mmdet's terms: the class order of ``ADE20KPanopticDataset`` (its 100
+thing classes, then the 50 stuff, each in ADE's order) against ADE's own 150-class order,
+which EoMT's ADE20K panoptic models predict in; and the panoptic annotations mmdet reads
+(``ade20k_panoptic_{train,val}.json`` and PNGs), made from ADEChallengeData2016's semantic
+maps and ADE20K's instance annotations (``annotations_instance/``) as mmdet's
+``tools/dataset_converters/ade20k2coco.py`` makes them.
+
+Written here rather than run from mmdet because its converter is a script outside mmdet's
+package (not importable), draws segment colours at random, writes in place (a killed run
+looks complete) and computes thing boxes from the wrong column.
+"""
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from .validation import DatasetError
+
+# EoMT's ADE20K panoptic stuff classes in ADE's order (configs/dinov2/ade20k/panoptic/*.yaml, stuff_classes)
+EOMT_STUFF = (0, 1, 2, 3, 4, 5, 6, 9, 11, 13, 16, 17, 21, 25, 26, 28, 29, 34, 40, 46, 48, 51, 52, 54, 59, 60, 61, 63,
+              68, 77, 79, 84, 91, 94, 96, 99, 100, 101, 105, 106, 109, 113, 114, 117, 122, 128, 131, 140, 141, 145)
+# mmseg's ADE20K names (ADE's order, objectInfo150's first synonym) where mmdet's panoptic list takes another
+# synonym of the same objectInfo150 entry
+_SYNONYMS = {'windowpane': 'window', 'bathtub': 'tub', 'railing': 'rail', 'streetlight': 'street lamp',
+             'television receiver': 'tv', 'apparel': 'clothes', 'swimming pool': 'pool', 'waterfall': 'falls',
+             'ashcan': 'trash can'}
+SPLITS = (('train', 'training'), ('val', 'validation'))
+
+
+def panoptic_classes() -> Tuple[Tuple[str, ...], int]:
+    """mmdet's ``ADE20KPanopticDataset`` classes and how many of them are things (they come first)."""
+    from mmdet.datasets import ADE20KPanopticDataset
+    meta = ADE20KPanopticDataset.METAINFO
+    return tuple(meta['classes']), len(meta['thing_classes'])
+
+
+def ade_to_panoptic() -> List[int]:
+    """For each of ADE's 150 classes in ADE's order, its index in mmdet's panoptic order,
+    matched by name (mmseg's ADE20K names, through the synonyms above) and checked: one to
+    one, the stuff classes are EoMT's, and each group keeps ADE's order."""
+    from mmseg.datasets import ADE20KDataset
+    ade = [name.strip() for name in ADE20KDataset.METAINFO['classes']]
+    classes, things = panoptic_classes()
+    first = {name.split(',')[0].strip(): i for i, name in enumerate(classes)}
+    order = [first.get(_SYNONYMS.get(name, name)) for name in ade]
+    unmatched = [ade[i] for i, j in enumerate(order) if j is None]
+    if unmatched or sorted(order) != list(range(len(classes))):
+        raise DatasetError(f'ADE20K\'s class names do not match mmdet\'s ADE20KPanopticDataset one to one '
+                           f'(unmatched: {unmatched}): this mmseg or mmdet release renamed ADE20K classes')
+    stuff = tuple(i for i, j in enumerate(order) if j >= things)
+    if stuff != EOMT_STUFF:
+        raise DatasetError(f'mmdet\'s ADE20K stuff classes are not EoMT\'s: ADE ids {sorted(set(stuff) ^ set(EOMT_STUFF))} '
+                           f'differ')
+    for group in (range(things), range(things, len(classes))):
+        if [order.index(j) for j in group] != sorted(order.index(j) for j in group):
+            raise DatasetError('mmdet\'s ADE20K panoptic classes are not in ADE\'s order within things and stuff')
+    return order
+
+
+def _bbox(mask: np.ndarray) -> List[int]:
+    ys, xs = np.nonzero(mask)
+    return [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)]
+
+
+def panoptic_annotation(semantic: np.ndarray, instance: np.ndarray, order: List[int], things: int
+                        ) -> Tuple[np.ndarray, List[dict]]:
+    """One image: ADE's semantic map (0 = other, 1-150) and its instance PNG (R: the thing
+    class 1-100 in mmdet's thing order, G: the instance, 0 = none) -> (panoptic ids (H, W)
+    int32, segments_info). Stuff from the semantic map (one segment per class), things from
+    the instance map, as mmdet's converter; a segment id is class x 1000 + its number."""
+    ids = np.zeros(semantic.shape, np.int32)
+    segments = []
+    for value in np.unique(semantic):
+        if value == 0 or order[value - 1] < things:
+            continue
+        mask = semantic == value
+        segments.append((order[value - 1], mask))
+    cats, inst = instance[..., 0], instance[..., 1]
+    for value in np.unique(inst):
+        if value == 0:
+            continue
+        mask = inst == value
+        cat = np.unique(cats[mask])
+        if len(cat) != 1 or not 1 <= cat[0] <= things:
+            raise DatasetError(f'instance {value} has thing class ids {cat.tolist()} (one of 1-{things} expected)')
+        segments.append((int(cat[0]) - 1, mask))
+    infos = []
+    for number, (category, mask) in enumerate(segments, 1):
+        segment_id = (category + 1) * 1000 + number
+        ids[mask] = segment_id   # things drawn after stuff, as mmdet's converter
+        infos.append(dict(id=segment_id, category_id=category, iscrowd=0))
+    kept = []
+    for info in infos:   # the area each segment keeps after the ones drawn over it
+        mask = ids == info['id']
+        if mask.any():
+            kept.append(dict(info, area=int(mask.sum()), bbox=_bbox(mask)))
+    return ids, kept
+
+
+def id_to_rgb(ids: np.ndarray) -> np.ndarray:
+    """COCO panoptic's PNG encoding: id = R + 256 G + 256^2 B."""
+    return np.stack([ids % 256, ids // 256 % 256, ids // 65536], axis=-1).astype(np.uint8)
+
+
+def write_panoptic(root, progress: bool = True) -> Dict[str, int]:
+    """``root/ade20k_panoptic_{train,val}.json`` and ``root/ade20k_panoptic_{train,val}/*.png``
+    from ``root/annotations`` and ``root/annotations_instance``; each split is written into a
+    hidden staging folder and moved into place whole. Returns the images per split."""
+    from PIL import Image
+    from tqdm import tqdm
+    root = Path(root)
+    order = ade_to_panoptic()
+    classes, things = panoptic_classes()
+    categories = [dict(id=i, name=name, isthing=int(i < things)) for i, name in enumerate(classes)]
+    counts = {}
+    for split, folder in SPLITS:
+        out_json, out_pngs = root / f'ade20k_panoptic_{split}.json', root / f'ade20k_panoptic_{split}'
+        if out_json.is_file() and out_pngs.is_dir():
+            counts[split] = len(json.loads(out_json.read_text())['images'])
+            continue
+        images = sorted((root / 'images' / folder).glob('*.jpg'))
+        missing = [d for d in (root / 'annotations' / folder, root / 'annotations_instance' / folder) if not d.is_dir()]
+        if missing:
+            raise DatasetError(f'ADE20K panoptic needs {" and ".join(map(str, missing))}: ADE20K\'s instance '
+                               'annotations (annotations_instance) go beside images/ and annotations/ '
+                               '(tools/prepare_ade20k.py --panoptic INSTANCES)')
+        staging = root / f'.ade20k_panoptic_{split}.partial'
+        shutil.rmtree(staging, ignore_errors=True)   # left by a run that was killed
+        (staging / out_pngs.name).mkdir(parents=True)
+        entries, annotations = [], []
+        for image in tqdm(images, desc=f'ADE20K panoptic {split}', unit='image', disable=not progress,
+                          dynamic_ncols=True, mininterval=1):
+            semantic_path = root / 'annotations' / folder / f'{image.stem}.png'
+            instance_path = root / 'annotations_instance' / folder / f'{image.stem}.png'
+            for path in (semantic_path, instance_path):
+                if not path.is_file():
+                    shutil.rmtree(staging)
+                    raise DatasetError(f'{path} is missing: every image of {root / "images" / folder} needs its '
+                                       f'semantic and instance PNG')
+            semantic = np.array(Image.open(semantic_path))
+            instance = np.array(Image.open(instance_path).convert('RGB'))
+            with Image.open(image) as photo:
+                size = photo.size[::-1]
+            if not semantic.shape == instance.shape[:2] == size or semantic.max() > len(classes):
+                shutil.rmtree(staging)
+                raise DatasetError(f'{image.name}, {semantic_path} and {instance_path} do not fit each other or '
+                                   f'ADE20K (sizes {size}, {semantic.shape} and {instance.shape[:2]}, labels up to '
+                                   f'{semantic.max()})')
+            try:
+                ids, segments = panoptic_annotation(semantic, instance, order, things)
+            except DatasetError as e:
+                shutil.rmtree(staging)
+                raise DatasetError(f'{instance_path}: {e}') from None
+            Image.fromarray(id_to_rgb(ids)).save(staging / out_pngs.name / f'{image.stem}.png')
+            entries.append(dict(id=image.stem, file_name=image.name, height=ids.shape[0], width=ids.shape[1]))
+            annotations.append(dict(image_id=image.stem, file_name=f'{image.stem}.png', segments_info=segments))
+        (staging / out_json.name).write_text(json.dumps(dict(images=entries, annotations=annotations,
+                                                             categories=categories)))
+        shutil.rmtree(out_pngs, ignore_errors=True)
+        os.replace(staging / out_pngs.name, out_pngs)
+        os.replace(staging / out_json.name, out_json)   # the json last: it marks the split done
+        shutil.rmtree(staging)
+        counts[split] = len(entries)
+    return counts
