@@ -154,3 +154,22 @@ def test_panoptic_benchmark_times_eomt_its_dinov3_peer_and_mmdets_mask2former_on
     assert 'EoMT' in table and 'mask2former_vs_eomt' in table
     report = dict(environment={}, quick=False, device='cpu', checks=[], figures={}, panoptic=result)
     assert '## Panoptic inference (COCO, 640)' in report_markdown(report) and table in report_markdown(report)
+
+
+def test_panoptic_sides_time_each_side_and_the_training_step_learns():
+    """tools/benchmark.py --panoptic --sides at a CPU size: each side timed for the arch (no DINOv3 peer for
+    a dict arch), the ratio to the first side; the training step the memory probe runs is a real step:
+    the loss is finite and the weights move, with every attention mask on."""
+    from vit5seg.benchmark_panoptic import _train_step, eomt_detector, resolution_table, resolution_timings
+    tiny = {'arch': 'vit5-small', 'embed_dims': 64, 'num_layers': 4, 'num_heads': 2}
+    result = resolution_timings(tiny, sides=(32, 64), repeats=1, warmup=0)
+    keys = [f'{tiny}@32', f'{tiny}@64']
+    assert list(result['seconds']) == keys and result['ratios'][keys[0]] == 1.0
+    assert result['ratios'][keys[1]] == pytest.approx(result['seconds'][keys[1]] / result['seconds'][keys[0]])
+    assert 'at 64: ' in resolution_table(result)
+    model = eomt_detector(tiny, 64)
+    before = [p.detach().clone() for p in model.parameters()]
+    step = _train_step(model, 64, 2, 'cpu', mask_prob=1.0)
+    step()
+    assert model.decode_head.mask_probs == [1.0] * model.decode_head.num_blocks
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))

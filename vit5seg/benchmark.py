@@ -12,7 +12,6 @@ import functools
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from .models.backbones.vit5 import ViT5, resolve_arch
 from .models.convert import parse_arch
 from .models.segmentor import build_segmentor
 from .paths import code_fields, config_path, describe_code
+from .utils.memory import STEADY_MALLOC, peak_rss_mb
 from .utils.timing import quartiles, sync_device, time_interleaved
 
 # issue #7's targets, for vit5-small at 512x512, batch 2, CPU
@@ -140,10 +140,6 @@ def fwd_bwd_step(fn, module, x, amp_dtype=None):
     return step
 
 
-# glibc raises its mmap threshold after large frees, so later big buffers come from the
-# heap and the peak RSS of the same step varied by 20% between runs (825-1039 MB here);
-# a fixed threshold returns every large buffer to the system on free: 778 MB, three of three.
-_STEADY_MALLOC = {'MALLOC_MMAP_THRESHOLD_': '131072', 'MALLOC_ARENA_MAX': '2'}
 
 
 def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> float:
@@ -161,21 +157,8 @@ def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> f
     code = ('import sys, json; from vit5seg.benchmark import _cpu_memory_probe; '
             f'print(json.dumps(_cpu_memory_probe({arch!r}, {crop}, {batch}, {with_cp})))')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
-                         env={**os.environ, **_STEADY_MALLOC})
+                         env={**os.environ, **STEADY_MALLOC})
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _peak_rss_mb() -> float:
-    # VmHWM belongs to this process image; ru_maxrss would carry the parent's peak
-    # across fork + exec, hiding the growth of a small probe after a big benchmark.
-    try:
-        with open('/proc/self/status') as f:
-            for line in f:
-                if line.startswith('VmHWM:'):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def _cpu_memory_probe(arch, crop, batch, with_cp) -> float:
@@ -183,9 +166,9 @@ def _cpu_memory_probe(arch, crop, batch, with_cp) -> float:
     x = torch.randn(batch, 3, crop, crop)
     with torch.no_grad():
         model(x[:1, :, :16, :16])  # allocator and kernels warmed outside the measurement
-    before = _peak_rss_mb()
+    before = peak_rss_mb()
     fwd_bwd_step(model, model, x)()
-    return _peak_rss_mb() - before
+    return peak_rss_mb() - before
 
 
 def run_benchmark(arch='vit5-small', crop=512, batch=2, device='cpu', warmup=1, repeats=5, amp=None,
@@ -361,19 +344,19 @@ def segmentor_peak_mb(model_cfg, crop: int, batch: int, device, amp: Optional[st
     code = ('import sys, pickle, json; import vit5seg; from vit5seg.benchmark import _cpu_segmentor_memory_probe; '
             'print(json.dumps(_cpu_segmentor_memory_probe(*pickle.loads(sys.stdin.buffer.read()))))')
     out = subprocess.run([sys.executable, '-c', code], input=pickle.dumps((dict(model_cfg), crop, batch, amp)),
-                         capture_output=True, check=True, env={**os.environ, **_STEADY_MALLOC})
+                         capture_output=True, check=True, env={**os.environ, **STEADY_MALLOC})
     return json.loads(out.stdout.decode().strip().splitlines()[-1])
 
 
 def _cpu_segmentor_memory_probe(model_cfg, crop, batch, amp) -> float:
     from mmseg.models import EncoderDecoder  # noqa: F401  (imports outside the measurement)
-    before = _peak_rss_mb()
+    before = peak_rss_mb()
     steps = SegmentorSteps(build_segmentor(model_cfg, 'cpu'), crop, batch, 'cpu', slide_shape=(crop, crop),
                            window=crop)
     step = steps.train(AMP_DTYPES.get(amp))
     step()
     step()
-    return _peak_rss_mb() - before
+    return peak_rss_mb() - before
 
 
 def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(512, 2048), amp=None,
@@ -532,15 +515,30 @@ def main(argv=None):
                         help='time panoptic inference instead (mmdet predict at --crop, batch 1): EoMT with this '
                              'backbone, with DINOv3 of its size, and mmdet\'s Mask2Former on the same backbone '
                              '(vit5seg/benchmark_panoptic.py)')
+    parser.add_argument('--sides', type=int, nargs='+', metavar='SIDE',
+                        help='with --panoptic: time EoMT at each input side instead (and its DINOv3 peer), then the '
+                             'peak memory of a training step of --batch images at the largest side')
     parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurements')
     parser.add_argument('--json', help='write all figures to this file')
     args = parser.parse_args(argv)
-    if args.panoptic:
+    if args.panoptic and args.sides:
+        from .benchmark_panoptic import panoptic_train_peak_mb, resolution_table, resolution_timings
+        result = resolution_timings(args.arch, args.sides, args.device, args.warmup, args.repeats)
+        if not args.no_memory:
+            side = max(args.sides)
+            result.update(train_side=side, train_batch=args.batch,
+                          train_peak_mb=panoptic_train_peak_mb(args.arch, side, args.batch, args.device, 1.0),
+                          train_peak_unmasked_mb=panoptic_train_peak_mb(args.arch, side, args.batch, args.device, 0.0))
+        result.update(code_fields())
+        print(f'code: {describe_code()}')
+        print(resolution_table(result))
+    elif args.panoptic:
         from .benchmark_panoptic import panoptic_table, panoptic_timings
         result = panoptic_timings(args.arch, args.crop, args.device, args.warmup, args.repeats)
         result.update(code_fields())
         print(f'code: {describe_code()}')
         print(panoptic_table(result))
+    if args.panoptic:
         if args.json:
             with open(args.json, 'w') as f:
                 json.dump(result, f, indent=2)

@@ -3,14 +3,23 @@ input side (640), ViT-5 against DINOv3 of the same size, and EoMT against mmdet'
 Mask2Former on the same ViT-5 backbone (its taps and Feature2Pyramid neck, the backbone of
 mmseg's registry in an mmdet config). Each model runs mmdet's whole ``predict``: the network,
 the mask upsampling and MaskFormerFusionHead's panoptic map. Timed interleaved in one process.
+
+``--sides 640 1280``: the same predict at each input side, ViT-5 and its DINOv3 peer, and the
+peak memory of one EoMT training step at the largest side (every mask on, as in the first
+part of the schedule: each masked block holds a dense (B, Q + tokens)^2 attention mask).
 """
+import json
+import os
 import statistics
-from typing import Dict
+import subprocess
+import sys
+from typing import Dict, Sequence
 
 import torch
 
 from .models.backbones.vit5 import resolve_arch
 from .paths import config_path
+from .utils.memory import STEADY_MALLOC, peak_rss_mb
 from .utils.timing import quartiles, time_interleaved
 
 PEERS = {'vit5-small': 'dinov3-small', 'vit5-base': 'dinov3-base', 'vit5-large': 'dinov3-large'}
@@ -103,4 +112,102 @@ def panoptic_table(result: dict) -> str:
         q1, q3 = result['mask2former_vs_eomt_quartiles']
         lines.append(f'  mask2former_vs_eomt: {result["mask2former_vs_eomt"]:.2f} (Mask2Former time / EoMT time; '
                      f'quartiles {q1:.2f}-{q3:.2f})')
+    return '\n'.join(lines)
+
+
+def resolution_timings(arch: str = 'vit5-small', sides: Sequence[int] = (640, 1280), device: str = 'cpu',
+                       warmup: int = 1, repeats: int = 3) -> Dict[str, object]:
+    """EoMT's panoptic predict at each side, for ``arch`` and its DINOv3 peer, interleaved:
+    seconds per image (median) and each side's time over the first side's."""
+    peer = PEERS.get(arch if isinstance(arch, str) else '')
+    archs = [arch] + ([peer] if peer else [])
+    steps = {f'{a}@{side}': _predict_step(eomt_detector(a, side), side, device) for a in archs for side in sides}
+    times = time_interleaved(steps, device, warmup, repeats)
+    out = {'archs': archs, 'sides': list(sides), 'device': str(device), 'repeats': repeats,
+           'threads': torch.get_num_threads(), 'torch_version': torch.__version__, 'seconds': {}, 'ratios': {}}
+    for a in archs:
+        first = times[f'{a}@{sides[0]}']
+        for side in sides:
+            values = times[f'{a}@{side}']
+            out['seconds'][f'{a}@{side}'] = statistics.median(values)
+            out['ratios'][f'{a}@{side}'] = statistics.median(v / f for v, f in zip(values, first))
+    return out
+
+
+def _train_step(model, side: int, batch: int, device, mask_prob: float = 1.0):
+    """One EoMT training step (AdamW) on ``batch`` images of ``side`` with 8 things and 2 stuff
+    regions each; every attention mask on (``mask_prob`` 1: the start of the schedule) or off (0:
+    its end)."""
+    from mmdet.structures import DetDataSample
+    from mmdet.structures.mask import BitmapMasks
+    from mmengine.structures import InstanceData, PixelData
+    model = model.to(device).train()
+    model.decode_head.mask_probs = [mask_prob] * model.decode_head.num_blocks
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 3, side, side, generator=g).to(device)
+    samples = []
+    for _ in range(batch):
+        masks = torch.zeros(8, side, side, dtype=torch.uint8)
+        for k in range(8):
+            y0, x0 = (int(v) for v in torch.randint(0, side * 3 // 4, (2,), generator=g))
+            masks[k, y0:y0 + side // 4, x0:x0 + side // 4] = 1
+        sem = torch.full((1, side, side), 255, dtype=torch.long)
+        sem[:, :side // 2], sem[:, side // 2:] = model.num_things_classes, model.num_things_classes + 1
+        sample = DetDataSample(metainfo=dict(img_shape=(side, side), pad_shape=(side, side),
+                                             batch_input_shape=(side, side)))
+        sample.gt_instances = InstanceData(labels=torch.arange(8) % model.num_things_classes,
+                                           masks=BitmapMasks(masks.numpy(), side, side))
+        sample.gt_sem_seg = PixelData(sem_seg=sem)
+        samples.append(sample)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        losses = model.loss(x, samples)
+        optim.zero_grad()
+        sum(v for k, v in losses.items() if 'loss' in k).backward()
+        optim.step()
+    return step
+
+
+def panoptic_train_peak_mb(arch: str, side: int, batch: int, device: str = 'cpu', mask_prob: float = 1.0) -> float:
+    """Peak memory of EoMT's panoptic training at ``side`` (weights, gradients, AdamW state, a
+    step's activations and masks; two steps): CUDA max allocated, or on CPU the growth of peak
+    RSS in a fresh subprocess (as vit5seg.benchmark measures the segmentors)."""
+    if torch.device(device).type == 'cuda':
+        from .utils.timing import sync_device
+        sync_device(device)
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step = _train_step(eomt_detector(arch, side), side, batch, device, mask_prob)
+        step()
+        step()
+        sync_device(device)
+        return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+    code = ('import json, vit5seg; from vit5seg.benchmark_panoptic import _cpu_train_probe; '
+            f'print(json.dumps(_cpu_train_probe({arch!r}, {side}, {batch}, {mask_prob})))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
+                         env={**os.environ, **STEADY_MALLOC})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _cpu_train_probe(arch: str, side: int, batch: int, mask_prob: float) -> float:
+    before = peak_rss_mb()
+    step = _train_step(eomt_detector(arch, side), side, batch, 'cpu', mask_prob)
+    step()
+    step()
+    return peak_rss_mb() - before
+
+
+def resolution_table(result: dict) -> str:
+    lines = [f'EoMT panoptic inference by input side, batch 1, mmdet predict, {result["device"]}, '
+             f'{result["threads"]} threads, median of {result["repeats"]}']
+    for a in result['archs']:
+        for side in result['sides']:
+            key = f'{a}@{side}'
+            lines.append(f'  {a} at {side}: {result["seconds"][key]:.3f} s ({result["ratios"][key]:.2f}x '
+                         f'{result["sides"][0]})')
+    if 'train_peak_mb' in result:
+        lines.append(f'  training step at {result["train_side"]}, {result["train_batch"]} images, '
+                     f'{result["archs"][0]}: peak {result["train_peak_mb"]:.0f} MB with every attention mask on, '
+                     f'{result["train_peak_unmasked_mb"]:.0f} MB with none')
     return '\n'.join(lines)

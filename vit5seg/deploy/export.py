@@ -401,6 +401,9 @@ def export_detector_main(args, cfg) -> int:
     side = int(cfg.model.data_preprocessor.pad_size[0])
     shape = tuple(args.shape or args.example_shape or (side * 3 // 4, side))
     model = load_detector(args.config, args.checkpoint, args.sha256)
+    if task == 'instance' and model.num_stuff_classes:
+        raise ExportError(f'{args.config} has instance_on and {model.num_stuff_classes} stuff classes: the instance '
+                          'graph keeps every class (an instance config has none); export it as panoptic')
     start = time.perf_counter()
     out = export_detector_onnx(model, args.out, task, side, shape, dynamic=args.dynamic, opset=args.opset,
                                settings=dict(task=task, side=side, classes=list(model.dataset_meta['classes'])))
