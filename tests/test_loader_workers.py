@@ -77,3 +77,24 @@ def test_workers_end_when_training_raises(tmp_path):
     with pytest.raises(RuntimeError, match='stopped by the test'):
         runner(tmp_path, hook, persistent=False).train()
     assert len(hook.seen) >= 2 and children() <= hook.before
+
+
+class ReadsTheIteration(Hook):
+    """Reads ``runner.iter`` at each test iteration, as mmseg's SegVisualizationHook does under
+    tools/test.py --show-dir: mmengine then builds the train loop, whose iterator starts the train
+    loader's workers."""
+    def __init__(self):
+        self.seen = set()
+
+    def after_test_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        assert runner.iter == 0
+        self.seen |= children()
+
+
+def test_the_train_workers_a_test_run_starts_end_with_it(tmp_path):
+    before = children()
+    hook = ReadsTheIteration()
+    run = runner(tmp_path, hook, persistent=False)
+    assert run.test() == {'images': 64}
+    assert len(hook.seen - before) >= 4    # the test loader's 2 and the train loader's 2
+    assert children() <= before and run.train_loop.dataloader_iterator._iterator is None

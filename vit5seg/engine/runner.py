@@ -113,17 +113,20 @@ class ViT5Runner(Runner):
         finally:
             self._end_workers(self._train_loop, self._val_loop)
 
+    # mmengine's Runner.iter builds the train loop, whose infinite iterator starts the train loader's
+    # workers, when a hook asks for the iteration outside training (mmseg's SegVisualizationHook does
+    # under tools/test.py --show-dir): val and test end those workers too
     def val(self):
         try:
             return super().val()
         finally:
-            self._end_workers(self._val_loop)
+            self._end_workers(self._val_loop, self._train_loop)
 
     def test(self):
         try:
             return super().test()
         finally:
-            self._end_workers(self._test_loop)
+            self._end_workers(self._test_loop, self._train_loop)
 
     @staticmethod
     def _end_workers(*loops) -> None:
