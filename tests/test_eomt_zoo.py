@@ -6,8 +6,10 @@ of the zoo converts from a file of its layout and fits the config docs/eomt_zoo.
 - ADE20K panoptic (DINOv2-L's width, 640): EoMT predicts in ADE's class order, mmdet's dataset
   puts the things first. Classes are compared by name through mmdet's own ADE20K converter's
   list (tools/dataset_converters/ade20k2coco.py in mmdet's package), not this package's table.
-- Cityscapes (DINOv2-L's width, 1024): EoMT's windows over a 1024x2048 photo, written here from
+- Cityscapes (at 1024, a CPU width): EoMT's windows over a 1024x2048 photo, written here from
   EoMT's ``window_imgs_semantic`` / ``revert_window_logits_semantic``.
+- Every release: a file of its layout (timm's DINOv2 as EoMT creates it, transformers' DINOv3 as
+  a delta with its base), one block deep, converted and fitted to the config the docs name.
 """
 import ast
 import math
@@ -168,6 +170,31 @@ ZOO = {
 CLASSES = {('semantic', 'ADE20K'): 150, ('semantic', 'Cityscapes'): 19, ('panoptic', 'COCO'): 133,
            ('panoptic', 'ADE20K'): 150, ('instance', 'COCO'): 80}
 DIMS = {'small': (384, 6), 'base': (768, 12), 'large': (1024, 16), 'giant': (1536, 24)}
+# the metric EoMT's zoo reports for each (model_zoo/dinov2.md, model_zoo/dinov3.md)
+METRIC = {
+    'coco_panoptic_eomt_small_640_2x': '46.7 PQ',
+    'coco_panoptic_eomt_base_640_2x': '51.6 PQ',
+    'coco_panoptic_eomt_large_640': '56.0 PQ',
+    'coco_panoptic_eomt_giant_640': '57.0 PQ',
+    'coco_panoptic_eomt_7b_640': '58.4 PQ',
+    'coco_panoptic_eomt_large_1280': '58.3 PQ',
+    'coco_panoptic_eomt_giant_1280': '59.2 PQ',
+    'ade20k_panoptic_eomt_large_640': '50.6 PQ',
+    'ade20k_panoptic_eomt_giant_640': '51.3 PQ',
+    'ade20k_panoptic_eomt_large_1280': '51.7 PQ',
+    'ade20k_panoptic_eomt_giant_1280': '52.8 PQ',
+    'cityscapes_semantic_eomt_large_1024': '84.2 mIoU',
+    'ade20k_semantic_eomt_large_512': '58.4 mIoU',
+    'coco_instance_eomt_large_640': '45.2 AP',
+    'coco_instance_eomt_large_1280': '48.8 AP',
+    'coco_panoptic_eomt_small_640_dinov3': '47.2 PQ',
+    'coco_panoptic_eomt_base_640_dinov3': '53.1 PQ',
+    'coco_panoptic_eomt_large_640_dinov3': '56.8 PQ',
+    'coco_panoptic_eomt_large_1280_dinov3': '58.9 PQ',
+    'ade_semantic_eomt_large_512_dinov3': '59.5 mIoU',
+    'coco_instance_eomt_large_640_dinov3': '45.9 AP',
+    'coco_instance_eomt_large_1280_dinov3': '49.9 AP',
+}
 DOCS = REPO / 'docs' / 'eomt_zoo.md'
 
 
@@ -176,19 +203,20 @@ def test_the_zoo_table_names_every_release_with_its_config_command_and_metric():
     assert set(ZOO) <= set(rows), f'releases missing from {DOCS.name}: {sorted(set(ZOO) - set(rows))}'
     for name, (task, dataset, family, width, side, config) in ZOO.items():
         row = rows[name]
-        assert re.search(r'\d+\.\d (PQ|mIoU|AP)', row), f'{name}: no metric in its row'
+        assert f'| {METRIC[name]} |' in row, f'{name}: its row does not give EoMT\'s {METRIC[name]}'
+        assert f'| {side} |' in row, f'{name}: its row does not give its input side {side}'
         if config is None:
             assert 'not converted' in row, f'{name}: the row says neither its config nor why not'
             continue
         assert (REPO / 'configs' / 'eomt' / config).is_file() and f'configs/eomt/{config}' in row, name
-        assert 'convert_checkpoint.py' in row or 'convert' in row
+        assert f'convert_checkpoint.py {name}.bin' in row, f'{name}: no conversion command in its row'
         assert ('--delta-to' in row) == (family == 'dinov3'), f'{name}: a DINOv3 delta names its --delta-to base'
 
 
-def random_state(module_on_meta: torch.nn.Module, scale: float = 1.0) -> dict:
+def random_state(module_on_meta: torch.nn.Module) -> dict:
     """The module's state dict, filled with seeded noise (norm weights near 1: trained, not a delta)."""
     g = torch.Generator().manual_seed(0)
-    return {k: (1.0 if re.search(r'norm.*weight$', k) else 0.0) + scale * 0.02 * torch.randn(v.shape, generator=g)
+    return {k: (1.0 if re.search(r'norm.*weight$', k) else 0.0) + 0.02 * torch.randn(v.shape, generator=g)
             for k, v in module_on_meta.state_dict().items()}
 
 

@@ -68,7 +68,7 @@ def _bbox(mask: np.ndarray) -> List[int]:
 def panoptic_annotation(semantic: np.ndarray, instance: np.ndarray, order: List[int], things: int
                         ) -> Tuple[np.ndarray, List[dict]]:
     """One image: ADE's semantic map (0 = other, 1-150) and its instance PNG (R: the thing
-    class 1-100 in mmdet's thing order, G: the instance, 0 = none) -> (panoptic ids (H, W)
+    class 1-100, G: the instance, 0 = none) -> (panoptic ids (H, W)
     int32, segments_info). Stuff from the semantic map (one segment per class), things from
     the instance map, as mmdet's converter; a segment id is class x 1000 + its number."""
     ids = np.zeros(semantic.shape, np.int32)
@@ -78,6 +78,8 @@ def panoptic_annotation(semantic: np.ndarray, instance: np.ndarray, order: List[
             continue
         mask = semantic == value
         segments.append((order[value - 1], mask))
+    # the instance annotations' 100 classes are ADE's things in ADE's order (EoMT's INSTANCE_MAPPING
+    # rises through them), which is mmdet's thing order: R - 1 is the mmdet class
     cats, inst = instance[..., 0], instance[..., 1]
     for value in np.unique(inst):
         if value == 0:
