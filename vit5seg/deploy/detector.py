@@ -85,11 +85,16 @@ class OnnxDetector(nn.Module):
         long = torch.sym_max(H, W)
         return (H * self.side + long // 2) // long, (W * self.side + long // 2) // long
 
+    def resize(self, image: torch.Tensor) -> torch.Tensor:
+        """The test pipeline's keep-ratio ``Resize`` (PIL's bilinear on the uint8 photo), in floats."""
+        x = F.interpolate(image, size=self.resized_size(*image.shape[2:]), mode='bilinear', align_corners=False,
+                          antialias=True)
+        return x.round().clamp(0, 255)                                  # PIL's result is whole levels
+
     def forward(self, image: torch.Tensor):
         H, W = image.shape[2:]
-        h, w = self.resized_size(H, W)
-        x = F.interpolate(image, size=(h, w), mode='bilinear', align_corners=False, antialias=True)
-        x = x.round().clamp(0, 255)                                   # PIL resizes the uint8 photo
+        x = self.resize(image)
+        h, w = x.shape[2:]
         x = F.pad(x, (0, self.side - w, 0, self.side - h), value=0.0)  # EoMT's raw-0 padding
         x = x.flip(1) if self.bgr_to_rgb else x
         x = (x - self.mean) / self.std
