@@ -21,7 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-INSTANCE_OFFSET = 1000  # mmdet's panoptic ids
+from ..apis.infer_det import INSTANCE_OFFSET
 
 
 def panoptic_rule(class_logits: torch.Tensor, mask_logits: torch.Tensor, num_things: int,
