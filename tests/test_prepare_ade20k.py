@@ -208,3 +208,30 @@ def test_panoptic_annotations_are_written_as_mmdet_reads_them(tmp_path):
     with pytest.raises(SystemExit):   # a PNG of another size: one error naming the files, nothing half-written
         main([str(root), '--out', str(out), '--panoptic', '--no-progress', '--no-values'])
     assert not (target / 'ade20k_panoptic_val.json').exists() and not list(target.glob('.*partial*'))
+
+
+def test_instance_archives_with_the_folders_at_the_top_or_damaged(tmp_path):
+    """annotations_instance as a tar whose top holds training/ and validation/ is moved into place whole;
+    a truncated tar is one error, with nothing left at the configs' path or in staging."""
+    import tarfile
+
+    from vit5seg.datasets.prepare import add_instances
+    source = tmp_path / 'src'
+    for split in ('training', 'validation'):
+        (source / split).mkdir(parents=True)
+        (source / split / f'{split}.png').write_bytes(b'png')
+    with tarfile.open(tmp_path / 'top.tar', 'w') as tf:
+        for split in ('training', 'validation'):
+            tf.add(source / split, arcname=split)
+    target = tmp_path / 'target'
+    target.mkdir()
+    assert add_instances(target, tmp_path / 'top.tar').startswith('extracted')
+    assert (target / 'annotations_instance' / 'validation' / 'validation.png').read_bytes() == b'png'
+    assert not list(target.glob('.*partial*'))
+    data = (tmp_path / 'top.tar').read_bytes()
+    (tmp_path / 'cut.tar').write_bytes(data[:len(data) // 2 + 7])
+    other = tmp_path / 'other'
+    other.mkdir()
+    with pytest.raises(DatasetError, match='cut.tar is damaged or no archive'):
+        add_instances(other, tmp_path / 'cut.tar')
+    assert list(other.iterdir()) == []

@@ -170,7 +170,7 @@ def add_instances(target: Path, src) -> str:
         shutil.rmtree(staging)
         raise DatasetError(f'{src} holds no training/ and validation/ folders of instance PNGs')
     os.replace(found, place)
-    shutil.rmtree(staging)
+    shutil.rmtree(staging, ignore_errors=True)   # gone already where the archive held the folders at its top
     return f'extracted {src} to {place}'
 
 
