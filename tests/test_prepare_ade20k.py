@@ -212,7 +212,7 @@ def test_panoptic_annotations_are_written_as_mmdet_reads_them(tmp_path):
 
 def test_instance_archives_with_the_folders_at_the_top_or_damaged(tmp_path):
     """annotations_instance as a tar whose top holds training/ and validation/ is moved into place whole;
-    a truncated tar is one error, with nothing left at the configs' path or in staging."""
+    a truncated tar and a file that is no archive are one error each, with nothing left behind."""
     import tarfile
 
     from vit5seg.datasets.prepare import add_instances
@@ -228,10 +228,11 @@ def test_instance_archives_with_the_folders_at_the_top_or_damaged(tmp_path):
     assert add_instances(target, tmp_path / 'top.tar').startswith('extracted')
     assert (target / 'annotations_instance' / 'validation' / 'validation.png').read_bytes() == b'png'
     assert not list(target.glob('.*partial*'))
-    data = (tmp_path / 'top.tar').read_bytes()
-    (tmp_path / 'cut.tar').write_bytes(data[:len(data) // 2 + 7])
-    other = tmp_path / 'other'
-    other.mkdir()
-    with pytest.raises(DatasetError, match='cut.tar is damaged or no archive'):
-        add_instances(other, tmp_path / 'cut.tar')
-    assert list(other.iterdir()) == []
+    (tmp_path / 'cut.tar').write_bytes((tmp_path / 'top.tar').read_bytes()[:1100])   # inside the first PNG's header
+    (tmp_path / 'notes.tar').write_text('not an archive')
+    for name in ('cut.tar', 'notes.tar'):
+        other = tmp_path / name.replace('.', '_')
+        other.mkdir()
+        with pytest.raises(DatasetError, match=f'{name} is damaged or no archive'):
+            add_instances(other, tmp_path / name)
+        assert list(other.iterdir()) == []
