@@ -267,23 +267,23 @@ def compare_with_pytorch(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[
     return rows
 
 
-def detection_agreement(task: str, ours: Sequence[np.ndarray], theirs: Sequence[np.ndarray],
+def detection_agreement(task: str, pytorch: Sequence[np.ndarray], onnxruntime: Sequence[np.ndarray],
                         top: int = 20) -> float:
     """Panoptic: the fraction of pixels with the same id. Instance: the fraction of PyTorch's
     ``top`` best instances that ONNX Runtime gives too (same label, score within 1e-4, the
     same mask on >= 99.9% of pixels), one to one; ties within 1e-4 may swap ranks."""
     if task == 'panoptic':
-        return float((ours[0] == theirs[0]).mean())
-    masks, labels, scores = theirs
+        return float((pytorch[0] == onnxruntime[0]).mean())
+    masks, labels, scores = onnxruntime
     unused = list(range(len(scores)))
     found = 0
-    for i in np.argsort(-ours[2], kind='stable')[:top]:
-        match = next((j for j in unused if labels[j] == ours[1][i] and abs(scores[j] - ours[2][i]) <= 1e-4
-                      and (masks[j] == ours[0][i]).mean() >= MIN_AGREEMENT), None)
+    for i in np.argsort(-pytorch[2], kind='stable')[:top]:
+        match = next((j for j in unused if labels[j] == pytorch[1][i] and abs(scores[j] - pytorch[2][i]) <= 1e-4
+                      and (masks[j] == pytorch[0][i]).mean() >= MIN_AGREEMENT), None)
         if match is not None:
             unused.remove(match)
             found += 1
-    return found / min(top, len(ours[2]))
+    return found / min(top, len(pytorch[2]))
 
 
 def compare_detector_with_pytorch(onnx_path, detector: nn.Module, task: str, side: int,
