@@ -52,8 +52,8 @@ def fixed_export(tiny_checkpoint, tmp_path_factory):
 
 
 def _loaded(checkpoint):
-    from vit5seg.deploy.export import load_segmentor
-    return load_segmentor(TINY, checkpoint)
+    from vit5seg.deploy.export import load_model
+    return load_model(TINY, checkpoint)
 
 
 def test_fixed_size_export_matches_pytorch_and_refuses_other_sizes(tiny_checkpoint, fixed_export):

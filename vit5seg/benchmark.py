@@ -10,11 +10,8 @@ import argparse
 import contextlib
 import functools
 import json
-import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
@@ -26,7 +23,7 @@ from .models.backbones.vit5 import ViT5, resolve_arch
 from .models.convert import parse_arch
 from .models.segmentor import build_segmentor
 from .paths import code_fields, config_path, describe_code
-from .utils.memory import STEADY_MALLOC, peak_rss_mb
+from .utils.memory import peak_rss_mb, probe_peak_mb
 from .utils.timing import quartiles, sync_device, time_interleaved
 
 # issue #7's targets, for vit5-small at 512x512, batch 2, CPU
@@ -140,8 +137,6 @@ def fwd_bwd_step(fn, module, x, amp_dtype=None):
     return step
 
 
-
-
 def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> float:
     """Extra peak memory of one backbone training step: CUDA max allocated, or on CPU the
     growth of peak RSS in a fresh subprocess."""
@@ -156,9 +151,7 @@ def peak_memory_mb(arch, crop: int, batch: int, with_cp: bool, device: str) -> f
         return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
     code = ('import sys, json; from vit5seg.benchmark import _cpu_memory_probe; '
             f'print(json.dumps(_cpu_memory_probe({arch!r}, {crop}, {batch}, {with_cp})))')
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
-                         env={**os.environ, **STEADY_MALLOC})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return probe_peak_mb(code)
 
 
 def _cpu_memory_probe(arch, crop, batch, with_cp) -> float:
@@ -343,9 +336,7 @@ def segmentor_peak_mb(model_cfg, crop: int, batch: int, device, amp: Optional[st
     import pickle
     code = ('import sys, pickle, json; import vit5seg; from vit5seg.benchmark import _cpu_segmentor_memory_probe; '
             'print(json.dumps(_cpu_segmentor_memory_probe(*pickle.loads(sys.stdin.buffer.read()))))')
-    out = subprocess.run([sys.executable, '-c', code], input=pickle.dumps((dict(model_cfg), crop, batch, amp)),
-                         capture_output=True, check=True, env={**os.environ, **STEADY_MALLOC})
-    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+    return probe_peak_mb(code, stdin=pickle.dumps((dict(model_cfg), crop, batch, amp)))
 
 
 def _cpu_segmentor_memory_probe(model_cfg, crop, batch, amp) -> float:
@@ -521,24 +512,23 @@ def main(argv=None):
     parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurements')
     parser.add_argument('--json', help='write all figures to this file')
     args = parser.parse_args(argv)
-    if args.panoptic and args.sides:
-        from .benchmark_panoptic import panoptic_train_peak_mb, resolution_table, resolution_timings
-        result = resolution_timings(args.arch, args.sides, args.device, args.warmup, args.repeats)
-        if not args.no_memory:
-            side = max(args.sides)
-            result.update(train_side=side, train_batch=args.batch,
-                          train_peak_mb=panoptic_train_peak_mb(args.arch, side, args.batch, args.device, 1.0),
-                          train_peak_unmasked_mb=panoptic_train_peak_mb(args.arch, side, args.batch, args.device, 0.0))
-        result.update(code_fields())
-        print(f'code: {describe_code()}')
-        print(resolution_table(result))
-    elif args.panoptic:
-        from .benchmark_panoptic import panoptic_table, panoptic_timings
-        result = panoptic_timings(args.arch, args.crop, args.device, args.warmup, args.repeats)
-        result.update(code_fields())
-        print(f'code: {describe_code()}')
-        print(panoptic_table(result))
     if args.panoptic:
+        from .benchmark_panoptic import (panoptic_table, panoptic_timings, panoptic_train_peak_mb, resolution_table,
+                                         resolution_timings)
+        if args.sides:
+            result = resolution_timings(args.arch, args.sides, args.device, args.warmup, args.repeats)
+            if not args.no_memory:
+                side = max(args.sides)
+                peak = functools.partial(panoptic_train_peak_mb, args.arch, side, args.batch, args.device)
+                result.update(train_side=side, train_batch=args.batch, train_peak_mb=peak(1.0),
+                              train_peak_unmasked_mb=peak(0.0))
+            table = resolution_table(result)
+        else:
+            result = panoptic_timings(args.arch, args.crop, args.device, args.warmup, args.repeats)
+            table = panoptic_table(result)
+        result.update(code_fields())
+        print(f'code: {describe_code()}')
+        print(table)
         if args.json:
             with open(args.json, 'w') as f:
                 json.dump(result, f, indent=2)

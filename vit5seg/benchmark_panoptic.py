@@ -8,19 +8,15 @@ the mask upsampling and MaskFormerFusionHead's panoptic map. Timed interleaved i
 peak memory of one EoMT training step at the largest side (every mask on, as in the first
 part of the schedule: each masked block holds a dense (B, Q + tokens)^2 attention mask).
 """
-import json
-import os
 import statistics
-import subprocess
-import sys
 from typing import Dict, Sequence
 
 import torch
 
 from .models.backbones.vit5 import resolve_arch
 from .paths import config_path
-from .utils.memory import STEADY_MALLOC, peak_rss_mb
-from .utils.timing import quartiles, time_interleaved
+from .utils.memory import peak_rss_mb, probe_peak_mb
+from .utils.timing import quartiles, sync_device, time_interleaved
 
 PEERS = {'vit5-small': 'dinov3-small', 'vit5-base': 'dinov3-base', 'vit5-large': 'dinov3-large'}
 
@@ -174,7 +170,6 @@ def panoptic_train_peak_mb(arch: str, side: int, batch: int, device: str = 'cpu'
     step's activations and masks; two steps): CUDA max allocated, or on CPU the growth of peak
     RSS in a fresh subprocess (as vit5seg.benchmark measures the segmentors)."""
     if torch.device(device).type == 'cuda':
-        from .utils.timing import sync_device
         sync_device(device)
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -183,11 +178,8 @@ def panoptic_train_peak_mb(arch: str, side: int, batch: int, device: str = 'cpu'
         step()
         sync_device(device)
         return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
-    code = ('import json, vit5seg; from vit5seg.benchmark_panoptic import _cpu_train_probe; '
-            f'print(json.dumps(_cpu_train_probe({arch!r}, {side}, {batch}, {mask_prob})))')
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
-                         env={**os.environ, **STEADY_MALLOC})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return probe_peak_mb('import json, vit5seg; from vit5seg.benchmark_panoptic import _cpu_train_probe; '
+                         f'print(json.dumps(_cpu_train_probe({arch!r}, {side}, {batch}, {mask_prob})))')
 
 
 def _cpu_train_probe(arch: str, side: int, batch: int, mask_prob: float) -> float:

@@ -15,6 +15,8 @@ from typing import List
 import cv2
 import numpy as np
 
+from ..utils.image import mask_box, panoptic_rgb
+
 INSTANCE_OFFSET = 1000  # mmdet's panoptic ids: class + instance x 1000; void = the number of classes
 
 
@@ -36,11 +38,6 @@ def _draw(view: np.ndarray, mask: np.ndarray, colour, text: str, opacity: float)
     x, y = int(xs.mean()) - 4 * len(text) // 2, int(ys.mean())
     cv2.putText(view, text, (max(x, 0), y), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (255, 255, 255), 2, cv2.LINE_AA)
     cv2.putText(view, text, (max(x, 0), y), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
-
-
-def _box(mask: np.ndarray) -> List[int]:
-    ys, xs = np.nonzero(mask)
-    return [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)]
 
 
 class DetectionWriter:
@@ -70,12 +67,11 @@ class DetectionWriter:
             label = int(value % INSTANCE_OFFSET)
             ids[mask] = k + 1
             segments.append(dict(id=k + 1, category_id=label + 1, isthing=int(value >= INSTANCE_OFFSET),
-                                 area=int(mask.sum()), bbox=_box(mask)))
+                                 area=int(mask.sum()), bbox=mask_box(mask)))
             _draw(view, mask, _colour(palette, label, k), str(classes[label]), self.opacity)
         folder = self.out_dir / 'panoptic'
         folder.mkdir(exist_ok=True)
-        rgb = np.stack([ids % 256, ids // 256 % 256, ids // 65536], axis=-1).astype(np.uint8)
-        cv2.imwrite(str(folder / f'{name}.png'), rgb[..., ::-1])
+        cv2.imwrite(str(folder / f'{name}.png'), panoptic_rgb(ids)[..., ::-1])
         self.panoptic.append(dict(file_name=f'{name}.png', image_name=name, segments_info=segments))
 
     def _instances(self, name: str, view: np.ndarray, found) -> None:

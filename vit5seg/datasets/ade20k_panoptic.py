@@ -17,6 +17,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from ..utils.image import mask_box, panoptic_rgb
 from .validation import DatasetError
 
 # EoMT's ADE20K panoptic stuff classes in ADE's order (configs/dinov2/ade20k/panoptic/*.yaml, stuff_classes)
@@ -60,11 +61,6 @@ def ade_to_panoptic() -> List[int]:
     return order
 
 
-def _bbox(mask: np.ndarray) -> List[int]:
-    ys, xs = np.nonzero(mask)
-    return [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)]
-
-
 def panoptic_annotation(semantic: np.ndarray, instance: np.ndarray, order: List[int], things: int
                         ) -> Tuple[np.ndarray, List[dict]]:
     """One image: ADE's semantic map (0 = other, 1-150) and its instance PNG (R: the thing
@@ -98,13 +94,32 @@ def panoptic_annotation(semantic: np.ndarray, instance: np.ndarray, order: List[
     for info in infos:   # the area each segment keeps after the ones drawn over it
         mask = ids == info['id']
         if mask.any():
-            kept.append(dict(info, area=int(mask.sum()), bbox=_bbox(mask)))
+            kept.append(dict(info, area=int(mask.sum()), bbox=mask_box(mask)))
     return ids, kept
 
 
-def id_to_rgb(ids: np.ndarray) -> np.ndarray:
-    """COCO panoptic's PNG encoding: id = R + 256 G + 256^2 B."""
-    return np.stack([ids % 256, ids // 256 % 256, ids // 65536], axis=-1).astype(np.uint8)
+def _image_annotation(root: Path, folder: str, image: Path, order: List[int], things: int, classes: int
+                      ) -> Tuple[np.ndarray, List[dict]]:
+    """:func:`panoptic_annotation` of one photo of ``root/images/folder``, its PNGs checked
+    against it; a problem is one error naming the files."""
+    from PIL import Image
+    semantic_path = root / 'annotations' / folder / f'{image.stem}.png'
+    instance_path = root / 'annotations_instance' / folder / f'{image.stem}.png'
+    for path in (semantic_path, instance_path):
+        if not path.is_file():
+            raise DatasetError(f'{path} is missing: every image of {root / "images" / folder} needs its semantic '
+                               'and instance PNG')
+    semantic = np.array(Image.open(semantic_path))
+    instance = np.array(Image.open(instance_path).convert('RGB'))
+    with Image.open(image) as photo:
+        size = photo.size[::-1]
+    if not semantic.shape == instance.shape[:2] == size or semantic.max() > classes:
+        raise DatasetError(f'{image.name}, {semantic_path} and {instance_path} do not fit each other or ADE20K '
+                           f'(sizes {size}, {semantic.shape} and {instance.shape[:2]}, labels up to {semantic.max()})')
+    try:
+        return panoptic_annotation(semantic, instance, order, things)
+    except DatasetError as e:
+        raise DatasetError(f'{instance_path}: {e}') from None
 
 
 def write_panoptic(root, progress: bool = True) -> Dict[str, int]:
@@ -133,32 +148,16 @@ def write_panoptic(root, progress: bool = True) -> Dict[str, int]:
         shutil.rmtree(staging, ignore_errors=True)   # left by a run that was killed
         (staging / out_pngs.name).mkdir(parents=True)
         entries, annotations = [], []
-        for image in tqdm(images, desc=f'ADE20K panoptic {split}', unit='image', disable=not progress,
-                          dynamic_ncols=True, mininterval=1):
-            semantic_path = root / 'annotations' / folder / f'{image.stem}.png'
-            instance_path = root / 'annotations_instance' / folder / f'{image.stem}.png'
-            for path in (semantic_path, instance_path):
-                if not path.is_file():
-                    shutil.rmtree(staging)
-                    raise DatasetError(f'{path} is missing: every image of {root / "images" / folder} needs its '
-                                       f'semantic and instance PNG')
-            semantic = np.array(Image.open(semantic_path))
-            instance = np.array(Image.open(instance_path).convert('RGB'))
-            with Image.open(image) as photo:
-                size = photo.size[::-1]
-            if not semantic.shape == instance.shape[:2] == size or semantic.max() > len(classes):
-                shutil.rmtree(staging)
-                raise DatasetError(f'{image.name}, {semantic_path} and {instance_path} do not fit each other or '
-                                   f'ADE20K (sizes {size}, {semantic.shape} and {instance.shape[:2]}, labels up to '
-                                   f'{semantic.max()})')
-            try:
-                ids, segments = panoptic_annotation(semantic, instance, order, things)
-            except DatasetError as e:
-                shutil.rmtree(staging)
-                raise DatasetError(f'{instance_path}: {e}') from None
-            Image.fromarray(id_to_rgb(ids)).save(staging / out_pngs.name / f'{image.stem}.png')
-            entries.append(dict(id=image.stem, file_name=image.name, height=ids.shape[0], width=ids.shape[1]))
-            annotations.append(dict(image_id=image.stem, file_name=f'{image.stem}.png', segments_info=segments))
+        try:
+            for image in tqdm(images, desc=f'ADE20K panoptic {split}', unit='image', disable=not progress,
+                              dynamic_ncols=True, mininterval=1):
+                ids, segments = _image_annotation(root, folder, image, order, things, len(classes))
+                Image.fromarray(panoptic_rgb(ids)).save(staging / out_pngs.name / f'{image.stem}.png')
+                entries.append(dict(id=image.stem, file_name=image.name, height=ids.shape[0], width=ids.shape[1]))
+                annotations.append(dict(image_id=image.stem, file_name=f'{image.stem}.png', segments_info=segments))
+        except DatasetError:
+            shutil.rmtree(staging)   # nothing half-written stays
+            raise
         (staging / out_json.name).write_text(json.dumps(dict(images=entries, annotations=annotations,
                                                              categories=categories)))
         shutil.rmtree(out_pngs, ignore_errors=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..utils.image import panoptic_rgb
 from .synthetic import SHAPES, _paint, write_image
 
 STUFF = ('sky-other-merged', 'grass-merged', 'wall-other-merged', 'road')
@@ -80,10 +81,6 @@ def _scene(h: int, w: int, rng, crowd: bool):
     return np.clip(img, 0, 255).astype(np.uint8), seg, segments
 
 
-def _id_to_rgb(ids: np.ndarray) -> np.ndarray:
-    return np.stack([ids % 256, ids // 256 % 256, ids // 65536], axis=-1).astype(np.uint8)
-
-
 def make_synthetic_coco_panoptic(root: Path, counts: dict, size: int, rng) -> None:
     """Write the scenes of :func:`_scene` in COCO's panoptic and instance layouts under ``root``."""
     from pycocotools import mask as mask_utils
@@ -116,7 +113,7 @@ def make_synthetic_coco_panoptic(root: Path, counts: dict, size: int, rng) -> No
                     rle['counts'] = rle['counts'].decode()
                     instances.append(dict(id=len(instances) + 1, image_id=image_id, category_id=by_name[name],
                                           segmentation=rle, area=int(mask.sum()), bbox=bbox, iscrowd=crowd))
-            write_image(ann_dir / f'panoptic_{split}2017' / f'{stem}.png', _id_to_rgb(ids)[..., ::-1])
+            write_image(ann_dir / f'panoptic_{split}2017' / f'{stem}.png', panoptic_rgb(ids)[..., ::-1])
             panoptic.append(dict(image_id=image_id, file_name=f'{stem}.png', segments_info=infos))
         (ann_dir / f'panoptic_{split}2017.json').write_text(json.dumps(
             dict(images=images, annotations=panoptic, categories=categories)))

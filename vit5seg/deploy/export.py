@@ -162,14 +162,18 @@ def dynamic_export_supported() -> bool:
     return tuple(int(v) for v in torch.__version__.split('+')[0].split('.')[:2]) >= DYNAMIC_EXPORT_TORCH
 
 
-def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), dynamic: bool = False,
-                opset: Optional[int] = None, settings: Optional[dict] = None) -> Path:
-    """Export ``segmentor`` (an mmseg EncoderDecoder on CPU, eval mode) to ``out``;
-    ``settings`` (:func:`inference_settings`) go into the model's metadata."""
+def _check_dynamic(dynamic: bool) -> None:
     if dynamic and not dynamic_export_supported():
         raise ExportError(f'--dynamic needs torch >= {".".join(map(str, DYNAMIC_EXPORT_TORCH))}, whose ONNX exporter '
                           f'takes the dynamic-shape graph; this is torch {torch.__version__}. Export at a fixed size '
                           '(leave out --dynamic) or upgrade torch')
+
+
+def export_onnx(segmentor: nn.Module, out, shape: Tuple[int, int] = (512, 512), dynamic: bool = False,
+                opset: Optional[int] = None, settings: Optional[dict] = None) -> Path:
+    """Export ``segmentor`` (an mmseg EncoderDecoder on CPU, eval mode) to ``out``;
+    ``settings`` (:func:`inference_settings`) go into the model's metadata."""
+    _check_dynamic(dynamic)
     wrapper = OnnxSegmentor(segmentor).eval()
     if dynamic:
         make_pools_dynamic(wrapper)
@@ -211,11 +215,9 @@ def export_detector_onnx(detector: nn.Module, out, task: str, side: int, shape: 
     (:mod:`vit5seg.deploy.detector`); ``shape``: the photo size of a fixed-size export, the
     example traced for a dynamic one (one photo at a time, H and W free)."""
     from .detector import OUTPUTS, OnnxDetector
-    if dynamic and not dynamic_export_supported():
-        raise ExportError(f'--dynamic needs torch >= {".".join(map(str, DYNAMIC_EXPORT_TORCH))}; this is torch '
-                          f'{torch.__version__}. Export at a fixed size (leave out --dynamic) or upgrade torch')
+    _check_dynamic(dynamic)
     wrapper = OnnxDetector(detector, side, task).eval()
-    example = generated_batch(shape)
+    example = image_batch(generated_image(shape))
     dynamic_shapes = None
     if dynamic:
         dynamic_shapes = ({2: torch.export.Dim('height', min=16, max=16384),
@@ -223,9 +225,9 @@ def export_detector_onnx(detector: nn.Module, out, task: str, side: int, shape: 
     return _export(wrapper, example, out, dynamic_shapes, OUTPUTS[task], opset, settings)
 
 
-def generated_batch(hw: Tuple[int, int], seed: int = 0) -> torch.Tensor:
-    """:func:`generated_image` as the graphs take it: float32 (1, 3, H, W), BGR 0-255."""
-    return torch.from_numpy(generated_image(hw, seed)).permute(2, 0, 1)[None].float()
+def image_batch(image: np.ndarray) -> torch.Tensor:
+    """A (H, W, 3) BGR image as the graphs take it: float32 (1, 3, H, W), BGR 0-255."""
+    return torch.from_numpy(image).permute(2, 0, 1)[None].float()
 
 
 def generated_image(hw: Tuple[int, int], seed: int = 0) -> np.ndarray:
@@ -248,7 +250,7 @@ def compare_with_pytorch(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[
     rows = []
     for i, hw in enumerate(sizes):
         image = generated_image(hw, seed=i)
-        batch = torch.from_numpy(image).permute(2, 0, 1)[None].float()
+        batch = image_batch(image)
         with torch.no_grad():
             ref_logits, ref_labels = wrapper(batch)
         logits, labels = session.run(batch.numpy())
@@ -298,37 +300,26 @@ def compare_detector_with_pytorch(onnx_path, detector: nn.Module, task: str, sid
     wrapper = OnnxDetector(detector, side, task).eval()
     rows = []
     for i, hw in enumerate(sizes):
-        batch = generated_batch(hw, seed=i)
+        image = generated_image(hw, seed=i)
+        batch = image_batch(image)
         with torch.no_grad():
             reference = [t.numpy() for t in wrapper(batch)]
-        outputs = session.session.run(None, {'image': batch.numpy()})
+        outputs = list(session.detect(image).values())
 
         def pytorch():
             with torch.no_grad():
                 wrapper(batch)
-        times = time_interleaved({'onnxruntime': lambda: session.session.run(None, {'image': batch.numpy()}),
-                                  'pytorch': pytorch}, 'cpu', warmup=0, repeats=repeats)
+        times = time_interleaved({'onnxruntime': lambda: session.detect(image), 'pytorch': pytorch}, 'cpu',
+                                 warmup=0, repeats=repeats)
         rows.append(dict(size=f'{hw[0]}x{hw[1]}', agreement=detection_agreement(task, reference, outputs),
                          onnxruntime_s=float(np.median(times['onnxruntime'])),
                          pytorch_s=float(np.median(times['pytorch']))))
     return rows
 
 
-def load_detector(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:
-    """The config's mmdet model on CPU in eval mode with ``checkpoint`` loaded strictly (its
-    class names: the config's dataset's)."""
-    from ..apis.inference import init_model
-    from ..models.checkpoint import check_fits, read_checkpoint
-    model = init_model(str(config), None, device='cpu')
-    obj = read_checkpoint(checkpoint, sha256=sha256)
-    state = obj.get('state_dict', obj) if isinstance(obj, dict) else obj
-    check_fits(model, state, source=str(checkpoint))
-    model.load_state_dict(state)
-    return model.eval()
-
-
-def load_segmentor(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:
-    """The config's segmentor on CPU in eval mode with ``checkpoint`` loaded strictly: a
+def load_model(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:
+    """The config's model on CPU in eval mode with ``checkpoint`` loaded strictly (a segmentor;
+    for a panoptic or instance config mmdet's detector, named with its dataset's classes): a
     checkpoint that does not fit is one error listing what differs."""
     from ..apis.inference import init_model
     from ..models.checkpoint import check_fits, read_checkpoint
@@ -372,7 +363,7 @@ def main(argv=None) -> int:
     if cfg.model.type == 'EoMT':   # mmdet's panoptic or instance EoMT
         return export_detector_main(args, cfg)
     shape = tuple(args.shape or args.example_shape or cfg.get('crop_size') or (512, 512))
-    model = load_segmentor(args.config, args.checkpoint, args.sha256)
+    model = load_model(args.config, args.checkpoint, args.sha256)
     start = time.perf_counter()
     out = export_onnx(model, args.out, shape=shape, dynamic=args.dynamic, opset=args.opset,
                       settings=inference_settings(cfg))
@@ -400,7 +391,7 @@ def export_detector_main(args, cfg) -> int:
     task = 'panoptic' if cfg.model.test_cfg.get('panoptic_on', True) else 'instance'
     side = int(cfg.model.data_preprocessor.pad_size[0])
     shape = tuple(args.shape or args.example_shape or (side * 3 // 4, side))
-    model = load_detector(args.config, args.checkpoint, args.sha256)
+    model = load_model(args.config, args.checkpoint, args.sha256)
     if task == 'instance' and model.num_stuff_classes:
         raise ExportError(f'{args.config} has instance_on and {model.num_stuff_classes} stuff classes: the instance '
                           'graph keeps every class (an instance config has none); export it as panoptic')

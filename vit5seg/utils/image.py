@@ -1,7 +1,7 @@
 """Image files and label drawing: the extensions the tools read, RGB reading, colour
 overlays, legends, palette PNGs."""
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import cv2
 import numpy as np
@@ -50,3 +50,14 @@ def save_label_png(path: Path, label: np.ndarray, palette: np.ndarray) -> None:
     flat[:len(palette)] = palette[:256]
     img.putpalette(flat.flatten().tolist())
     img.save(path)
+
+
+def panoptic_rgb(ids: np.ndarray) -> np.ndarray:
+    """Segment ids (H, W) -> COCO panoptic's PNG colours (H, W, 3) RGB: id = R + 256 G + 256^2 B."""
+    return np.stack([ids % 256, ids // 256 % 256, ids // 65536], axis=-1).astype(np.uint8)
+
+
+def mask_box(mask: np.ndarray) -> List[int]:
+    """COCO's box [x, y, width, height] of a non-empty (H, W) mask."""
+    ys, xs = np.nonzero(mask)
+    return [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)]
