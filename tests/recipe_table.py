@@ -2,9 +2,9 @@
 
 ``EXPECTED[config]`` maps each key of ``recipe_card(config).values()`` to ``(value, source)``.
 The values are written here from the sources named beside them, not read from the configs:
-the segmentation protocol this project follows (shared/segmentation-protocol.md, after the
-DeiT-III / XCiT and BEiT / MAE recipes), EoMT's code and ADE20K yaml (tue-mps/eomt), the ViT-5
-architecture (shared/vit5-architecture.md), mmseg 1.2.2's own configs and the defaults of
+the segmentation protocol this project follows (DeiT-III's, arXiv 2204.07118, run on XCiT's
+segmentation code; the BEiT / MAE recipe for _ld), EoMT's code and ADE20K yaml (tue-mps/eomt), the ViT-5
+architecture (arXiv 2602.08071), mmseg 1.2.2's own configs and the defaults of
 the classes the card lists. tests/test_recipes.py compares each card with its row here and
 checks that a changed number in any config file fails that comparison.
 
@@ -18,12 +18,13 @@ from typing import Dict, NamedTuple, Tuple
 Pin = Tuple[object, str]
 
 # --- the sources ---------------------------------------------------------------------------
-PROTOCOL = 'shared/segmentation-protocol.md'
-P_MODEL = f'{PROTOCOL} "Model"'
-P_DATA = f'{PROTOCOL} "Data"'
-P_OPT = f'{PROTOCOL} "Optimisation"'
-P_LD = f'{PROTOCOL} "Optimisation", alternative _ld (BEiT/MAE)'
-ARCH = 'shared/vit5-architecture.md'
+PROTOCOL = 'DeiT-III (arXiv 2204.07118) on XCiT\'s code: facebookresearch/xcit semantic_segmentation/configs'
+P_MODEL = f'{PROTOCOL} _base_/models/upernet_xcit_p16.py, xcit/upernet/upernet_xcit_small_12_p16_160k_ade20k.py'
+P_DATA = f'{PROTOCOL} _base_/datasets/ade20k.py'
+P_OPT = f'{PROTOCOL} xcit/upernet/upernet_xcit_small_12_p16_160k_ade20k.py optimizer, lr_config'
+P_LD = ('BEiT/MAE: microsoft/unilm beit/semantic_segmentation/configs/beit/upernet/, facebookresearch/mae '
+        'FINETUNE.md')
+ARCH = 'the ViT-5 paper, arXiv 2602.08071'
 EOMT = 'tue-mps/eomt'
 EOMT_SEMANTIC = f'{EOMT} training/mask_classification_semantic.py defaults'
 EOMT_YAML = f'{EOMT} configs/dinov2/ade20k/semantic/eomt_large_512.yaml'
@@ -32,7 +33,7 @@ EOMT_MAIN = f'{EOMT} main.py trainer defaults'
 EOMT_TRANSFORMS = f'{EOMT} datasets/transforms.py'
 EOMT_ADE = f'{EOMT} datasets/ade20k_semantic.py'
 EOMT_NET = f'{EOMT} models/eomt.py'
-EOMT_NOTES = 'shared/eomt-notes.md'
+EOMT_NOTES = f'{EOMT} models/eomt.py, training/lightning_module.py'
 MMSEG = 'mmseg 1.2.2'
 MMSEG_ADE = f'{MMSEG} configs/_base_/datasets/ade20k.py'
 MMSEG_RUNTIME = f'{MMSEG} configs/_base_/default_runtime.py'
@@ -425,7 +426,7 @@ for _family, (_taps, _source) in DINOV_TAPS.items():
             ade20k_upernet(_family, _size), pin(_source, 'model.backbone', out_indices=_taps[SIZES[_size][1]]))
 
 
-# --- ablations: one switch each (shared/vit5-architecture.md; the configs name the paper's score) ---
+# --- ablations: one switch each (arXiv 2602.08071; the configs name the paper's score) ---
 ABLATION_SOURCE = f'{ARCH} ablation axes (pretrain the variant on ImageNet-1k: docs/reproduce.md)'
 ABLATIONS = {
     'gemma3-style': dict(mlp_type='geglu', sandwich_norm=True, linear_bias=False, layer_scale_init=0),
@@ -864,7 +865,7 @@ def coco_eomt(family: str, size: str, task: str) -> Dict[str, Pin]:
             mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), bgr_to_rgb=True),
         pin(f'{EOMT_TRANSFORMS}: targets padded with "no mask"', 'model.data_preprocessor', pad_mask=True,
             mask_pad_value=0, pad_seg=True, seg_pad_value=255),
-        pin(f'{MMDET}: MaskFormerFusionHead is EoMT\'s post-processing (../shared/eomt-zoo.md)',
+        pin(f'{MMDET}: MaskFormerFusionHead is EoMT\'s post-processing (tue-mps/eomt training/mask_classification_panoptic.py)',
             'model.panoptic_fusion_head', type='MaskFormerFusionHead', loss_panoptic=None, init_cfg=None),
         pin(f'{EOMT_PANOPTIC}: mask_thresh 0.8, overlap_thresh 0.8; {EOMT} mask_classification_instance.py: '
             'eval_top_k_instances 100', 'model.test_cfg', semantic_on=False, object_mask_thr=0.8, iou_thr=0.8,

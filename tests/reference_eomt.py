@@ -1,6 +1,6 @@
 """An independent, deliberately plain EoMT ("Your ViT is Secretly an Image Segmentation
 Model", Kerssies et al., CVPR 2025), written from the paper and the definitions in
-shared/eomt-notes.md; the oracle of tests/test_eomt_reference.py, as reference_vit5.py is
+tue-mps/eomt (models/eomt.py, training/); the oracle of tests/test_eomt_reference.py, as reference_vit5.py is
 the backbone's.
 
 It shares no code with vit5seg, mmseg or mmcv: the ViT-5 blocks are reference_vit5's, the
@@ -341,7 +341,7 @@ class RefDinoV3(nn.Module):
         return self.final_norm(x)
 
 
-# --- panoptic and instance evaluation, written from EoMT's eval_step (shared/eomt-zoo.md) ------------------
+# --- panoptic and instance evaluation, written from EoMT's eval_step (tue-mps/eomt training/mask_classification_*.py) ------------------
 
 def resize_and_pad(img, size):
     """EoMT's evaluation input from a uint8 RGB photo (3, H, W): the long side to ``size``

@@ -80,3 +80,18 @@ def test_readme_gpu_commands_use_real_flags():
                 source += ''.join(f.read_text() for f in files)
         for flag in re.findall(r'\s(--[\w-]+)', command):
             assert f"'{flag}'" in source, (command, flag)
+
+
+def test_nothing_points_outside_the_repository():
+    """A user's clone has no notes beside it: facts cite their public sources (issue #51)."""
+    import subprocess
+    files = subprocess.run(['git', 'ls-files'], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    pointing = []
+    for name in files:
+        path = REPO / name
+        if path.suffix not in ('.py', '.md', '.sh', '.txt', '.toml', '.cfg', '') or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(errors='replace').splitlines(), 1):
+            if re.search(r'(?<![\w/])(?:\.\./)?shared/[\w-]+\.md', line):
+                pointing.append(f'{name}:{number}: {line.strip()}')
+    assert not pointing, '\n'.join(pointing)

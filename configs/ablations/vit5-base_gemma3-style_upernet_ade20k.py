@@ -1,6 +1,6 @@
 # Transplant: the Gemma 3 block recipe in place of ViT-5's block. Paper (IN-1k, Large at 384):
 # Gemma3-style 85.75 vs ViT-5 86.00.
-# shared/vit5-architecture.md gives the score, not the variant's parts; this config takes what
+# The paper (arXiv 2602.08071) gives the score, not the variant's parts; this config takes what
 # defines a Gemma 3 block and keeps what a language model has no counterpart for:
 #   taken: RMSNorm before AND after each branch (sandwich_norm: Gemma's post-attention and
 #          post-feed-forward norms), GeGLU MLP (tanh-approximated GELU gate, hidden 2/3 x 4C),

@@ -1,6 +1,6 @@
 # Transplant: the LLaMA block recipe in place of ViT-5's block. Paper (IN-1k, Large at 384):
 # LLaMA-style 85.73 vs ViT-5 86.00.
-# shared/vit5-architecture.md gives the score, not the variant's parts; this config takes what
+# The paper (arXiv 2602.08071) gives the score, not the variant's parts; this config takes what
 # defines a LLaMA block and keeps what a language model has no counterpart for:
 #   taken: pre-norm RMSNorm (as ViT-5), SwiGLU MLP with hidden 2/3 x 4C, rotary positions
 #          (2D here, as ViT-5), no bias in any linear layer of the block, no LayerScale,

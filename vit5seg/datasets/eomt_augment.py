@@ -1,6 +1,6 @@
 """EoMT's training augmentation (tue-mps/eomt ``datasets/transforms.py``) as mmseg
 transforms: its colour jitter, and its geometry (scale jitter of the long side, pad,
-random crop, a redraw of crops with no labelled pixel); shared/eomt-notes.md.
+random crop, a redraw of crops with no labelled pixel).
 
 mmseg's ADE20K ``RandomResize((2048, 512), ratio 0.5-2.0)`` scales the *short* side and
 ``RandomCrop(cat_max_ratio=0.75)`` re-crops where one class dominates; EoMT uses

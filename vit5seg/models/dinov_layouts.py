@@ -1,5 +1,6 @@
 """DINOv2 and DINOv3 checkpoints, in the layouts users have, to this package's keys
-(facts: shared/dinov-notes.md).
+(facebookresearch/dinov2 dinov2/hub/backbones.py,
+facebookresearch/dinov3 dinov3/hub/backbones.py, timm vision_transformer.py and eva.py).
 
 - ``dinov2-meta`` / ``dinov2-timm``: Meta's hub ``.pth`` (``mask_token``, ``register_tokens``,
   ``mlp.w12`` / ``w3`` for ViT-g) and timm's ``vit_*_dinov2`` (``reg_token``, a packed

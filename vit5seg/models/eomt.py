@@ -1,5 +1,5 @@
 """EoMT on ViT-5 / DeiT-III: the backbone is the segmentor ("Your ViT is Secretly an Image
-Segmentation Model", Kerssies et al., CVPR 2025; shared/eomt-notes.md).
+Segmentation Model", Kerssies et al., CVPR 2025; tue-mps/eomt models/eomt.py).
 
 Learned queries join the token sequence before the last ``num_blocks`` blocks; every
 prediction (class logits over K + 1 with no-object, mask logits) is read from the tokens

@@ -5,7 +5,7 @@ The network, its per-block predictions, the mask annealing and the loss are mmse
 libraries, and one checkpoint layout (``backbone.*``, ``decode_head.*``). What is mmdet's
 here is what surrounds it: targets from ``gt_instances`` (things) and ``gt_sem_seg``
 (stuff), and mmdet's ``MaskFormerFusionHead``, which with EoMT's thresholds is EoMT's own
-panoptic and instance post-processing (../shared/eomt-zoo.md), into ``DetDataSample``.
+panoptic and instance post-processing (tue-mps/eomt training/mask_classification_panoptic.py and _instance.py), into ``DetDataSample``.
 """
 from typing import List, Optional, Sequence, Tuple
 

@@ -46,7 +46,7 @@ class ReleaseKind(NamedTuple):
     reorder: bool = False   # EoMT's class order is ADE's; mmdet's ADE20KPanopticDataset puts things first
 
 
-# EoMT's releases by what their weights show: ../shared/eomt-zoo.md, EoMT's yamls. A new release is a row.
+# EoMT's releases by what their weights show: tue-mps/eomt model_zoo/dinov2.md and dinov3.md, EoMT's yamls. A new release is a row.
 RELEASE_KINDS = (
     ReleaseKind('semantic', 'ADE20K', 150, 100, '{family}-{width}_eomt_ade20k.py'),
     ReleaseKind('semantic', 'Cityscapes', 19, 100, '{family}-{width}_eomt_cityscapes-{side}.py'),

@@ -1,4 +1,4 @@
-"""Building blocks of the ViT-5 / DeiT-III backbone (see shared/vit5-architecture.md).
+"""Building blocks of the ViT-5 / DeiT-III backbone (arXiv 2602.08071).
 
 Shapes: B batch, N tokens, C channels, h heads, D = C / h head channels.
 """
@@ -348,7 +348,7 @@ class SequenceRope(CachedRopeTables):
     """ViT-5's rotary tables (``use_rope=True``).
 
     The 2D rotations themselves are timm's ``RotaryEmbeddingCat``, which equals the
-    authors' RoPE exactly (shared/vit5-architecture.md); the patch positions are squeezed
+    authors' RoPE exactly (tests/test_backbone.py holds it to the paper's reference); the patch positions are squeezed
     into ``ref_grid`` per axis (``ref_grid=None``: integer positions instead).
     """
 

@@ -1,4 +1,4 @@
-# ADE20K (ADEChallengeData2016), mmseg's pipeline; shared/segmentation-protocol.md "Data".
+# ADE20K (ADEChallengeData2016), mmseg's pipeline; mmseg 1.2.2 configs/_base_/datasets/ade20k.py.
 dataset_type = 'ADE20KDataset'
 data_root = 'data/ade/ADEChallengeData2016'
 crop_size = (512, 512)

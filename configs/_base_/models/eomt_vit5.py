@@ -1,4 +1,4 @@
-# ViT-5-Base as an encoder-only segmentor (EoMT, shared/eomt-notes.md): 100 queries join the
+# ViT-5-Base as an encoder-only segmentor (EoMT, tue-mps/eomt models/eomt.py): 100 queries join the
 # tokens before the last blocks; ADE20K's 150 classes. No neck, no auxiliary head.
 _base_ = ['./vit5_inputs.py']
 

@@ -1,5 +1,5 @@
 # ViT-5-Base + feature pyramid + UperNet (+ FCN auxiliary head), ADE20K's 150 classes.
-# Follows shared/segmentation-protocol.md (the DeiT-III / XCiT recipe).
+# DeiT-III's recipe (arXiv 2204.07118: ADE20K on XCiT's code, facebookresearch/xcit semantic_segmentation/).
 _base_ = ['./vit5_inputs.py']
 
 # SyncBN for multi-GPU runs; mmengine's Runner turns it into BN when not distributed.

@@ -2,7 +2,8 @@
 
 The constructor switches are the paper's ablation axes; the named presets below pick
 the published settings (DINOv2 and DINOv3 are values of the same switches). See
-shared/vit5-architecture.md for the exact architecture, shared/dinov-notes.md for DINO's.
+the paper (arXiv 2602.08071) for the exact architecture, facebookresearch/dinov2 and dinov3
+(``models/vision_transformer.py``) for DINO's.
 """
 from typing import Dict, Optional, Sequence, Tuple, Union
 
@@ -27,7 +28,7 @@ DEIT3_SWITCHES = dict(norm_type='layernorm', use_rope=False, num_registers=0, re
 GEOMETRY_DEFAULTS = dict(patch_size=16, img_size=224, mlp_ratio=4., norm_eps=1e-6, rope_theta=10000.,
                          abs_pos_embed=True, interpolate_offset=0., interpolate_antialias=False,
                          rope_train_rescale=None)
-# DINOv2 (Meta's hub models, shared/dinov-notes.md): patch 14 at 518, a learned pos_embed
+# DINOv2 (Meta's hub models, facebookresearch/dinov2 dinov2/hub/backbones.py): patch 14 at 518, a learned pos_embed
 # resized as Meta resizes it, LayerScale (hub init 1.0), LayerNorm 1e-6, qkv bias.
 DINOV2_SWITCHES = dict(DEIT3_SWITCHES, layer_scale_init=1.0, patch_size=14, img_size=518,
                        interpolate_offset=0.1, interpolate_antialias=False)
