@@ -58,8 +58,40 @@ def test_plans_that_cannot_be_are_one_error():
 def test_a_card_of_two_accumulations_is_one_line():
     out = run_script(REPO / 'tools' / 'print_config.py', ENTRY, '--card', '--accumulate', '3', '--cfg-options',
                      'optim_wrapper.accumulative_counts=4')
+    assert out.returncode == 1 and out.stderr == (
+        "error: --accumulate 3: the config accumulates mmengine's way (optim_wrapper.accumulative_counts=4: an "
+        "iteration is one micro-batch), --accumulate makes an iteration one optimizer step; use one of them "
+        "(--cfg-options optim_wrapper.accumulative_counts=1 --accumulate 3, or no --accumulate)\n"), out.stderr
+    # a run's saved config (the accumulating loop named) keeps its count; another is refused
+    saved = ['train_cfg.type=AccumulatingIterBasedTrainLoop', 'optim_wrapper.accumulative_counts=4']
+    out = run_script(REPO / 'tools' / 'print_config.py', ENTRY, '--card', '--gpus', '1', '--cfg-options', *saved)
+    assert out.returncode == 0 and '  max_iters counts: 160000 optimizer steps of 8 images (4 micro-batch(es) ' \
+        'each)' in out.stdout.splitlines(), out.stderr
+    out = run_script(REPO / 'tools' / 'print_config.py', ENTRY, '--card', '--accumulate', '3', '--cfg-options', *saved)
     assert out.returncode == 1 and out.stderr == ('error: optim_wrapper.accumulative_counts=4 differs from the 3 '
                                                   'micro-batches asked for\n'), out.stderr
+
+
+BEIT = 'beit/beit-large_upernet_8xb1-amp-160k_ade20k-640x640{}.py'
+
+
+@pytest.mark.parametrize('variant', ['', '_ms'])
+def test_mmseg_beit_large_accumulates_the_mmengine_way_on_the_card(variant):
+    """mmseg's own BEiT-L configs (accumulative_counts=2, schedule_320k, PolyLR to 160000): 320000
+    iterations are micro-batches of 8 images on 8 GPUs, so 160000 optimizer steps of 16 images; the
+    lr schedule ends halfway and the card says so. Only the card on stdout (issue #51)."""
+    import mmseg
+    from pathlib import Path
+    config = Path(mmseg.__file__).parent / '.mim' / 'configs' / BEIT.format(variant)
+    out = run_script(REPO / 'tools' / 'print_config.py', config, '--card', '--gpus', '8')
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f'recipe card: {config}' and 'set param' not in out.stdout and 'set param' in out.stderr
+    assert 'WARNING: PolyLR ends at iteration 160000 of 320000: lr 0 after' in lines
+    for line in ('  micro-batches per step: 2', '  images per iteration: 8', '  train loop: IterBasedTrainLoop',
+                 '  max_iters counts: 320000 iterations of 1 micro-batch = 160000 optimizer steps of 16 images',
+                 "  schedulers in iterations: ('LinearLR lr iterations 0-3000', 'PolyLR lr iterations 3000-160000')"):
+        assert line in lines, line
 
 
 def test_run_seeds_on_2_gpus_prints_16_images_per_iteration():
@@ -165,29 +197,43 @@ def test_four_micro_batches_of_2_step_as_one_batch_of_8_and_resume_at_step_bound
         assert torch.equal(p, q)
 
 
-def test_accumulative_counts_in_the_config_trains_as_accumulate(tmp_path):
-    """mmengine's own way, optim_wrapper.accumulative_counts=4 under a plain IterBasedTrainLoop:
-    ViT5Runner.from_cfg gives it the accumulating loop, so max_iters=2 is 2 optimizer steps over 8
-    micro-batches (mmengine alone: 2 micro-batches, 0 or 1 step), with the weights of --accumulate 4."""
-    cfg = Config(dict(
-        model=dict(type='Regressor'), work_dir=str(tmp_path / 'cfg'), default_scope='mmseg',
+def _points_cfg(work_dir, loop, max_iters, micro, **extra):
+    return Config(dict(
+        model=dict(type='Regressor'), work_dir=str(work_dir), default_scope='mmseg',
         train_dataloader=dict(dataset=dict(type='Points'), batch_size=2, num_workers=0,
-                              sampler=dict(type='InfiniteSampler', shuffle=False), collate_fn=dict(type='default_collate')),
-        train_cfg=dict(type='IterBasedTrainLoop', max_iters=2, val_interval=1000),
-        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.05, momentum=0.9), accumulative_counts=4),
-        randomness=dict(seed=0), log_level='WARNING'))
+                              sampler=dict(type='DefaultSampler' if 'Epoch' in loop else 'InfiniteSampler', shuffle=False),
+                              collate_fn=dict(type='default_collate')),
+        train_cfg=dict(type=loop, val_interval=1000, **max_iters),
+        optim_wrapper=dict(optimizer=dict(type='AdamW', lr=0.05), accumulative_counts=micro),
+        param_scheduler=[dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=3)],
+        randomness=dict(seed=0), log_level='WARNING', **extra))
+
+
+@pytest.mark.parametrize('loop, length', [('IterBasedTrainLoop', dict(max_iters=10)),
+                                          ('EpochBasedTrainLoop', dict(max_epochs=1))])
+def test_accumulative_counts_in_the_config_trains_as_mmengine_trains_it(tmp_path, loop, length):
+    """mmengine's own way, optim_wrapper.accumulative_counts=4 under mmengine's loops: an iteration
+    is a micro-batch, the optimizer steps every 4 and once more over the remainder (10 iterations:
+    3 steps; one epoch of 64 points in batches of 2: 32 iterations, 8 steps). ViT5Runner gives the
+    weights, iterations and lrs of mmengine's own Runner (issue #51)."""
     from mmseg.registry import DATASETS, MODELS
+    runs = {}
     with MODELS.switch_scope_and_registry('mmseg'):
         MODELS.register_module(module=Regressor, force=True)
         DATASETS.register_module(module=Points, force=True)
-        runner = ViT5Runner.from_cfg(cfg)
-        assert cfg.train_cfg.type == 'IterBasedTrainLoop'  # the caller's config is left as it was
-        runner.train()
-    assert runner.iter == 2 and runner.optim_wrapper._inner_count == 8
-    assert type(runner.train_loop).__name__ == 'AccumulatingIterBasedTrainLoop'
-    flag, _ = train_points(tmp_path / 'flag', 2, 4, 2, schedule=False)
-    for p, q in zip(flag.model.parameters(), runner.model.parameters()):
+        for name, runner_type in (('ours', ViT5Runner), ('mmengine', Runner)):
+            runner = runner_type.from_cfg(_points_cfg(tmp_path / name, loop, length, 4))
+            runner.train()
+            runs[name] = runner
+    ours, theirs = runs['ours'], runs['mmengine']
+    assert type(ours.train_loop).__name__ == loop and ours.iter == theirs.iter == (10 if length.get('max_iters') else 32)
+    assert ours.optim_wrapper._inner_count == theirs.optim_wrapper._inner_count == ours.iter
+    steps = {int(s['step']) for s in ours.optim_wrapper.optimizer.state_dict()['state'].values()}
+    assert steps == {-(-ours.iter // 4)}  # AdamW's own count: 3 (the last over 2 micro-batches), or 8
+    assert ours.optim_wrapper.get_lr() == theirs.optim_wrapper.get_lr()
+    for p, q in zip(theirs.model.parameters(), ours.model.parameters()):
         assert torch.equal(p, q)
+    assert ours.batch_plan == BatchPlan(1, 2, 4, 8, iteration_is_step=False)
 
 
 def test_a_by_epoch_scheduler_under_accumulation_counts_an_epoch_in_optimizer_steps(tmp_path):
@@ -209,7 +255,7 @@ def test_a_by_epoch_scheduler_under_accumulation_counts_an_epoch_in_optimizer_st
 def test_a_checkpoint_keeps_its_plan_and_resumes_only_with_its_images_per_iteration(tmp_path):
     train_points(tmp_path / 'run', 2, 4, 2, checkpoint=2)
     saved = torch.load(tmp_path / 'run' / 'iter_2.pth', weights_only=False)['meta']['batch_plan']
-    assert saved == dict(gpus=1, per_gpu=2, micro_batches=4, target=8)
+    assert saved == dict(gpus=1, per_gpu=2, micro_batches=4, target=8, iteration_is_step=True)
     with pytest.raises(AccumulationError, match=r'cannot resume from .*trained with 1 GPU\(s\) x 2 images x 4 '
                                                 r'micro-batch\(es\) = 8 images per iteration, this run has 1 GPU\(s\) '
                                                 r'x 2 images x 2 micro-batch\(es\) = 4 .*--accumulate 4'):

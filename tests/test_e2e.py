@@ -69,34 +69,39 @@ def _log_of(work_dir):
     return next(work_dir.glob('*/*.log')).read_text()
 
 
-def test_accumulation_in_the_config_or_on_the_command_line_is_one_run_with_one_card(project):
-    """The issue #43 done-when: accumulative_counts=4 in the config and --accumulate 4 both make
-    2 optimizer steps over 8 micro-batches of 2, and both log the card print_config.py shows."""
+def test_accumulation_in_the_config_keeps_mmengine_meaning_and_the_flag_keeps_ours(project):
+    """The issue #51 done-when: accumulative_counts=4 in the config with max_iters=8 is 8 iterations
+    of one micro-batch, 2 AdamW steps (mmengine's meaning); --accumulate 4 with max_iters=2 is 2
+    iterations of 4 micro-batches, 2 steps too (the project's). Each run logs the card
+    print_config.py shows, and that card says which."""
     cwd, config, _ = project
-    options = ['train_dataloader.batch_size=2', 'train_cfg.max_iters=2', 'train_cfg.val_interval=2',
-               'default_hooks.checkpoint.interval=2']
-    runs = {'in_config': ['--cfg-options', 'optim_wrapper.accumulative_counts=4', *options],
-            'flag': ['--accumulate', '4', '--cfg-options', *options]}
-    cards = {}
-    for name, args in runs.items():
+    options = ['train_dataloader.batch_size=2', 'default_hooks.checkpoint.interval={n}', 'train_cfg.val_interval={n}',
+               'train_cfg.max_iters={n}']
+    runs = {'in_config': (8, ['--cfg-options', 'optim_wrapper.accumulative_counts=4'],
+                          '  max_iters counts: 8 iterations of 1 micro-batch = 2 optimizer steps of 8 images',
+                          "  schedulers in iterations: ('LinearLR lr iterations 0-20', 'PolyLR lr iterations 20-300')",
+                          '  train loop: IterBasedTrainLoop'),
+            'flag': (2, ['--accumulate', '4', '--cfg-options'],
+                     '  max_iters counts: 2 optimizer steps of 8 images (4 micro-batch(es) each)',
+                     "  schedulers in optimizer steps: ('LinearLR lr steps 0-20', 'PolyLR lr steps 20-300')",
+                     '  train loop: AccumulatingIterBasedTrainLoop')}
+    for name, (iters, args, *lines) in runs.items():
+        args = [*args, *[o.format(n=iters) for o in options]]
         _run([REPO / 'tools' / 'train.py', config, '--work-dir', name, *args], cwd)
         shown = run_script(REPO / 'tools' / 'print_config.py', config, '--card', '--gpus', '1', *args, cwd=cwd)
         assert shown.returncode == 0, shown.stderr
-        cards[name] = shown.stdout.rstrip('\n')
+        card = shown.stdout.rstrip('\n')
+        for line in lines:
+            assert line in card.splitlines(), (name, line)
         log = _log_of(cwd / name)
-        started = 'gradient accumulation: 1 GPU(s) x 2 images x 4 micro-batches = 8 images per iteration'
-        assert cards[name] in log and log.index(cards[name]) < log.index(started), name
-        saved = torch.load(cwd / name / 'iter_2.pth', weights_only=False)
+        assert card in log and log.index(card) < log.index('Saving checkpoint at'), name
+        saved = torch.load(cwd / name / f'iter_{iters}.pth', weights_only=False)
         steps = {int(state['step']) for state in saved['optimizer']['state'].values()}
-        assert steps == {2} and saved['meta']['iter'] == 2, (name, steps)  # AdamW stepped twice
-        assert saved['meta']['batch_plan'] == dict(gpus=1, per_gpu=2, micro_batches=4, target=8)
-    assert cards['in_config'] == cards['flag']
-    for line in ('  train loop: AccumulatingIterBasedTrainLoop',
-                 '  max_iters counts: 2 optimizer steps of 8 images (4 micro-batch(es) each)',
-                 "  schedulers in optimizer steps: ('LinearLR lr steps 0-20', 'PolyLR lr steps 20-300')"):
-        assert line in cards['flag'].splitlines(), line
+        assert steps == {2} and saved['meta']['iter'] == iters, (name, steps)  # AdamW stepped twice
+        assert saved['meta']['batch_plan'] == dict(gpus=1, per_gpu=2, micro_batches=4, target=8,
+                                                   iteration_is_step=name == 'flag')
     plain = run_script(REPO / 'tools' / 'print_config.py', config, '--card', '--gpus', '1', '--accumulate', '1',
-                       '--cfg-options', *options, cwd=cwd).stdout
+                       '--cfg-options', *[o.format(n=2) for o in options], cwd=cwd).stdout
     assert '  train loop: IterBasedTrainLoop' in plain.splitlines()
 
 

@@ -1,15 +1,18 @@
-"""The config's images per iteration on any number of GPUs: gradient accumulation whose
-iteration is one optimizer step.
+"""The config's images per optimizer step on any number of GPUs: gradient accumulation, two ways.
 
-mmengine's ``optim_wrapper.accumulative_counts`` alone makes every iteration a micro-batch,
-so the schedule, EoMT's annealing windows, warm-ups and the val/checkpoint intervals would
-all count micro-batches. Here ``--accumulate N`` and ``accumulative_counts=N`` in a config
-are one path (:func:`apply_plan`, which ``ViT5Runner.from_cfg`` applies to a config's own
-counts too): :class:`AccumulatingIterBasedTrainLoop` runs ``accumulative_counts``
-micro-batches per iteration: every iteration-based setting keeps meaning optimizer
-steps, hooks run once per step, and a checkpoint can only fall on a step boundary, so a
-resumed run continues exactly where the step ended (the dataloader advances
-``iter x accumulative_counts`` batches).
+- mmengine's way, ``optim_wrapper.accumulative_counts=N`` in a config under mmengine's own
+  loops (mmseg's BEiT configs are written so): an iteration is one micro-batch, ``max_iters``
+  and every scheduler count micro-batches, the optimizer steps every N iterations (and once
+  more over the remainder at the end). The project keeps that meaning: such a config trains
+  as mmengine 0.10.7 trains it, epoch-based loops included.
+- The project's flag, ``tools/train.py --accumulate N|auto`` (:func:`apply_plan`):
+  :class:`AccumulatingIterBasedTrainLoop` runs N micro-batches per iteration, so an
+  iteration is one optimizer step and a protocol's ``max_iters``, warm-ups, EoMT's
+  annealing windows and the val/checkpoint intervals keep meaning optimizer steps; hooks run
+  once per step, and a checkpoint can only fall on a step boundary, so a resumed run
+  continues exactly where the step ended (the dataloader advances ``iter x N`` batches).
+
+:class:`BatchPlan` says which (``iteration_is_step``); the recipe card prints it in one line.
 """
 import logging
 import os
@@ -35,16 +38,28 @@ class BatchPlan(NamedTuple):
     gpus: int
     per_gpu: int
     micro_batches: int     # accumulated per optimizer step
-    target: int            # the config's images per iteration (auto_scale_lr.base_batch_size)
+    target: int            # the config's images per optimizer step (auto_scale_lr.base_batch_size)
+    # True: --accumulate (an iteration is one optimizer step of micro_batches micro-batches);
+    # False: mmengine's accumulative_counts (an iteration is one micro-batch)
+    iteration_is_step: bool = True
+
+    @property
+    def images_per_step(self) -> int:
+        return self.gpus * self.per_gpu * self.micro_batches
 
     @property
     def images_per_iteration(self) -> int:
-        return self.gpus * self.per_gpu * self.micro_batches
+        return self.images_per_step if self.iteration_is_step else self.gpus * self.per_gpu
 
     def describe(self) -> str:
-        text = (f'{self.gpus} GPU(s) x {self.per_gpu} images x {self.micro_batches} micro-batch(es) = '
-                f'{self.images_per_iteration} images per iteration')
-        if self.images_per_iteration != self.target:
+        if self.iteration_is_step:
+            text = (f'{self.gpus} GPU(s) x {self.per_gpu} images x {self.micro_batches} micro-batch(es) = '
+                    f'{self.images_per_step} images per iteration')
+        else:
+            text = (f'{self.gpus} GPU(s) x {self.per_gpu} images = {self.images_per_iteration} images per '
+                    f'iteration, {self.micro_batches} iterations per optimizer step '
+                    f'(optim_wrapper.accumulative_counts) = {self.images_per_step} images per optimizer step')
+        if self.images_per_step != self.target:
             text += f' (the config\'s protocol: {self.target})'
         return text
 
@@ -63,11 +78,25 @@ def launcher_world_size(launcher: str, required: bool = True) -> int:
     return 1
 
 
-def batch_plan(cfg, gpus: int, accumulate: str) -> BatchPlan:
-    """``accumulate``: 'auto' (keep ``auto_scale_lr.base_batch_size`` images per iteration)
-    or a number of micro-batches per optimizer step."""
+def batch_plan(cfg, gpus: int, accumulate: Optional[str]) -> BatchPlan:
+    """``accumulate``: the ``--accumulate`` flag, 'auto' (keep ``auto_scale_lr.base_batch_size``
+    images per optimizer step) or a number of micro-batches per optimizer step; None where it
+    is not given (1). A config that accumulates mmengine's way keeps its own count under 'auto'
+    and None, and refuses a number: the two ways cannot be stacked."""
     per_gpu = cfg.train_dataloader.batch_size
     target = cfg.get('auto_scale_lr', {}).get('base_batch_size')
+    own = config_micro_batches(cfg)
+    if own > 1 and not config_steps_per_iteration(cfg):
+        if accumulate not in (None, 'auto'):
+            raise AccumulationError(
+                f'--accumulate {accumulate}: the config accumulates mmengine\'s way (optim_wrapper.'
+                f'accumulative_counts={own}: an iteration is one micro-batch), --accumulate makes an iteration one '
+                f'optimizer step; use one of them (--cfg-options optim_wrapper.accumulative_counts=1 --accumulate '
+                f'{accumulate}, or no --accumulate)')
+        return BatchPlan(gpus, per_gpu, own, target or gpus * per_gpu * own, iteration_is_step=False)
+    if own > 1 and accumulate is None:  # a run's saved config: the accumulating loop and its count
+        accumulate = str(own)
+    accumulate = accumulate or '1'
     if accumulate != 'auto':
         micro = int(accumulate) if accumulate.isdigit() else 0
         if micro < 1:
@@ -92,23 +121,32 @@ def config_micro_batches(cfg) -> int:
     return int((cfg.get('optim_wrapper') or {}).get('accumulative_counts', 1))
 
 
+def config_steps_per_iteration(cfg) -> bool:
+    """Whether the config's own train loop makes an iteration one optimizer step: the
+    accumulating loop, which a run's saved config names after ``--accumulate``."""
+    return (cfg.get('train_cfg') or {}).get('type') == LOOP_TYPE
+
+
 def check_resumed_plan(saved: Optional[dict], plan: BatchPlan, path: str = 'the checkpoint') -> None:
     """A run resumes only with the images per iteration it was trained with: every
     iteration count of the schedule means optimizer steps of that many images."""
     if not saved:
         return  # written before checkpoints recorded their plan
-    before = BatchPlan(**{k: saved[k] for k in BatchPlan._fields})
-    if before.images_per_iteration != plan.images_per_iteration:
+    before = BatchPlan(**{k: saved[k] for k in BatchPlan._fields if k in saved})  # older: iteration_is_step
+    if (before.images_per_step, before.iteration_is_step) != (plan.images_per_step, plan.iteration_is_step):
         raise AccumulationError(
             f'cannot resume from {path}: it was trained with {before.describe()}, this run has {plan.describe()}; '
-            f'its schedule, lr and iteration count mean steps of {before.images_per_iteration} images: resume '
-            f'with --accumulate {before.micro_batches} on {before.gpus} GPU(s) x {before.per_gpu} images, or '
-            f'another split of {before.images_per_iteration} images (--accumulate auto)')
+            f'its schedule, lr and iteration count mean steps of {before.images_per_step} images: resume '
+            + (f'with --accumulate {before.micro_batches} on {before.gpus} GPU(s) x {before.per_gpu} images, or '
+               f'another split of {before.images_per_step} images (--accumulate auto)' if before.iteration_is_step
+               else f'on {before.gpus} GPU(s) x {before.per_gpu} images with optim_wrapper.accumulative_counts='
+                    f'{before.micro_batches} and no --accumulate'))
 
 
 def apply_plan(cfg, plan: BatchPlan) -> None:
-    """Train with ``plan``: the accumulating loop and ``accumulative_counts`` (the lr: ViT5Runner.scale_lr)."""
-    if plan.micro_batches == 1:
+    """Train with ``plan``: the accumulating loop and ``accumulative_counts`` (the lr: ViT5Runner.scale_lr).
+    A plan of mmengine's way is the config's own: nothing to change."""
+    if plan.micro_batches == 1 or not plan.iteration_is_step:
         return
     loop = cfg.train_cfg.get('type', 'IterBasedTrainLoop')
     if loop not in ('IterBasedTrainLoop', LOOP_TYPE):
@@ -196,4 +234,4 @@ class AccumulatingIterBasedTrainLoop(IterBasedTrainLoop):
 
 
 __all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'BatchPlan', 'apply_plan', 'batch_plan',
-           'check_resumed_plan', 'config_micro_batches', 'launcher_world_size']
+           'check_resumed_plan', 'config_micro_batches', 'config_steps_per_iteration', 'launcher_world_size']

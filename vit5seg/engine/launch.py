@@ -12,7 +12,7 @@ from mmengine.logging import print_log
 from ..datasets.validation import check_data
 from ..errors import ToolError
 from ..hub import resolve
-from .accumulation import BatchPlan, apply_plan, batch_plan, config_micro_batches, launcher_world_size
+from .accumulation import BatchPlan, apply_plan, batch_plan, launcher_world_size
 from .amp import add_amp_arguments, enable_amp
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 
@@ -106,9 +106,8 @@ def load_config(args) -> Config:
 
 def train_config(args) -> Config:
     cfg = load_config(args)
-    # no --accumulate: the config's own accumulative_counts, trained the same way
-    accumulate = args.accumulate or str(config_micro_batches(cfg))
-    plan = batch_plan(cfg, launcher_world_size(args.launcher, required=bool(args.accumulate)), accumulate)
+    # no --accumulate: 1, or the config's own accumulative_counts as mmengine trains it
+    plan = batch_plan(cfg, launcher_world_size(args.launcher, required=bool(args.accumulate)), args.accumulate)
     apply_plan(cfg, plan)
     cfg.batch_plan = plan._asdict()  # saved with the run's config: how its images per iteration were made
     # the lr rule of accumulation and the recipe card, for a user's config without our default_runtime too

@@ -137,20 +137,39 @@ def _section(key: str) -> str:
 
 
 def batch_warnings(plan: BatchPlan, auto_scale_lr: Optional[dict]) -> List[str]:
-    """One line where the images per iteration differ from the config's."""
-    if plan.target is None or plan.images_per_iteration == plan.target:
+    """One line where the images per optimizer step differ from the config's."""
+    if plan.target is None or plan.images_per_step == plan.target:
         return []
-    factor = plan.images_per_iteration / plan.target
+    factor = plan.images_per_step / plan.target
+    images = f'{plan.images_per_step} images per {"iteration" if plan.iteration_is_step else "optimizer step"}'
     if lr_scale(plan, auto_scale_lr) != 1.0:
         lr = f'the lr is scaled by the same {factor:g} (auto_scale_lr.enable)'
     else:
         lr = 'the lr stays as configured (auto_scale_lr.enable=True would scale it by as much)'
     if factor > 1:
-        return [f'{plan.images_per_iteration} images per iteration are {factor:g}x the config\'s {plan.target} '
-                f'(auto_scale_lr.base_batch_size): {lr}; fewer GPUs or a smaller train_dataloader.batch_size '
-                f'keep the protocol']
-    return [f'{plan.images_per_iteration} images per iteration are {factor:g}x the config\'s {plan.target} '
-            f'(auto_scale_lr.base_batch_size): {lr}; --accumulate auto keeps {plan.target}']
+        return [f'{images} are {factor:g}x the config\'s {plan.target} (auto_scale_lr.base_batch_size): {lr}; '
+                f'fewer GPUs or a smaller train_dataloader.batch_size keep the protocol']
+    if plan.iteration_is_step:
+        keep = f'--accumulate auto keeps {plan.target}'
+    elif plan.target % plan.images_per_iteration == 0:
+        keep = f'optim_wrapper.accumulative_counts={plan.target // plan.images_per_iteration} keeps {plan.target}'
+    else:
+        keep = f'no whole number of micro-batches per step keeps {plan.target}'
+    return [f'{images} are {factor:g}x the config\'s {plan.target} (auto_scale_lr.base_batch_size): {lr}; {keep}']
+
+
+def schedule_warnings(run: RunObjects) -> List[str]:
+    """One line where the last lr scheduler ends before the last iteration: the lr stays at
+    its end value from there on (mmseg's BEiT-L: PolyLR over 160000 of 320000 iterations)."""
+    lr = [s for s in run.schedulers if s.param_name == 'lr' and not s.by_epoch]
+    if not lr or run.max_iters >= INF:
+        return []
+    last = max(lr, key=lambda s: s.end)
+    if last.end >= run.max_iters:
+        return []
+    eta_min = getattr(last, 'eta_min', None)
+    after = f'lr {eta_min:g} after' if eta_min is not None else 'the lr stays at its end value after'
+    return [f'{type(last).__name__} ends at iteration {last.end} of {run.max_iters}: {after}']
 
 
 def _vit5_preset(backbone: dict) -> tuple:
@@ -224,19 +243,34 @@ def _group_rows(optim_wrapper, model) -> Iterator[Row]:
                   tuple(sorted(exempt)) or 'nothing: every parameter decays', 'derived')
 
 
+def _iterations(max_iters, plan: BatchPlan) -> str:
+    """What ``max_iters`` counts, in one line."""
+    if plan.iteration_is_step:
+        return (f'{max_iters} optimizer steps of {plan.images_per_step} images ({plan.micro_batches} '
+                f'micro-batch(es) each)')
+    k = plan.micro_batches
+    if max_iters >= INF:
+        return f'iterations of 1 micro-batch, an optimizer step of {plan.images_per_step} images every {k}'
+    steps, rest = -(-max_iters // k), max_iters % k
+    text = f'{max_iters} iterations of 1 micro-batch = {steps} optimizer steps of {plan.images_per_step} images'
+    if rest:  # mmengine's OptimWrapper steps once more over the remainder, its loss scaled by 1 / rest
+        text += f' (the last of {rest} micro-batch(es), mmengine\'s remainder rule)'
+    return text
+
+
 def _schedule_rows(run: RunObjects, plan: BatchPlan) -> Iterator[Row]:
     yield Row('schedule', 'train loop', run.loop, 'derived')
-    yield Row('schedule', 'max_iters counts', f'{run.max_iters} optimizer steps of {plan.images_per_iteration} '
-                                               f'images ({plan.micro_batches} micro-batch(es) each)', 'derived')
+    yield Row('schedule', 'max_iters counts', _iterations(run.max_iters, plan), 'derived')
     if run.epoch is not None:
         yield Row('schedule', 'an epoch', run.epoch, 'derived')
     steps = []
     for scheduler in run.schedulers:
         end = 'the end' if scheduler.end >= INF else scheduler.end
-        unit = 'epochs' if scheduler.by_epoch else 'steps'
+        unit = 'epochs' if scheduler.by_epoch else 'steps' if plan.iteration_is_step else 'iterations'
         steps.append(f'{type(scheduler).__name__} {scheduler.param_name} {unit} {scheduler.begin}-{end}')
     if steps:
-        yield Row('schedule', 'schedulers in optimizer steps', tuple(steps), 'derived')
+        unit = 'optimizer steps' if plan.iteration_is_step else 'iterations'
+        yield Row('schedule', f'schedulers in {unit}', tuple(steps), 'derived')
 
 
 def run_rows(run: RunObjects, plan: BatchPlan) -> List[Row]:
@@ -358,14 +392,14 @@ def _component_lines(rows: List[Row]) -> List[str]:
     return [e if isinstance(e, str) else _component_line(*e) for e in entries]
 
 
-def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '',
-                run: Optional[RunObjects] = None, build: bool = True) -> RecipeCard:
+def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: str = '',
+                run: Optional[RunObjects] = None, build: bool = True, plan: Optional[BatchPlan] = None) -> RecipeCard:
     """The card of ``cfg`` (an mmengine Config, ``--cfg-options`` applied) launched on
     ``gpus`` processes with ``accumulate`` ('auto' or a number of micro-batches, as
-    ``tools/train.py --accumulate``). ``run``: the objects the trainer built (the Runner's
-    own); else they are built here (:func:`build_run_objects`), unless ``build=False``
-    (the config's values only)."""
-    plan = batch_plan(cfg, gpus, accumulate)
+    ``tools/train.py --accumulate``; None: no flag), or with the run's own ``plan``. ``run``:
+    the objects the trainer built (the Runner's own); else they are built here
+    (:func:`build_run_objects`), unless ``build=False`` (the config's values only)."""
+    plan = plan or batch_plan(cfg, gpus, accumulate)
     cfg = copy.deepcopy(cfg)
     apply_plan(cfg, plan)  # the loop and accumulative_counts the run trains with
     scale = lr_scale(plan, cfg.get('auto_scale_lr'))
@@ -402,7 +436,8 @@ def recipe_card(cfg, gpus: int = 8, accumulate: str = 'auto', config: str = '',
     rows += _window_rows(cfg)
     rows += _precision(cfg.get('optim_wrapper', {}), cfg.model.get('backbone', {}))
     rows.sort(key=lambda r: SECTIONS.index(r.section))  # stable: each section keeps its order
-    return RecipeCard(rows, batch_warnings(plan, cfg.get('auto_scale_lr')), config)
+    warnings = batch_warnings(plan, cfg.get('auto_scale_lr')) + (schedule_warnings(run) if run else [])
+    return RecipeCard(rows, warnings, config)
 
 
 def protocol_gpus(cfg) -> int:
@@ -413,4 +448,5 @@ def protocol_gpus(cfg) -> int:
     return target // per_gpu if target and target % per_gpu == 0 else 1
 
 
-__all__ = ['RecipeCard', 'Row', 'batch_warnings', 'lr_scale', 'protocol_gpus', 'recipe_card', 'run_rows']
+__all__ = ['RecipeCard', 'Row', 'batch_warnings', 'lr_scale', 'protocol_gpus', 'recipe_card', 'run_rows',
+           'schedule_warnings']

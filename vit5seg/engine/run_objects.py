@@ -33,12 +33,12 @@ def wrappers(optim_wrapper) -> list:
 
 
 def lr_scale(plan: BatchPlan, auto_scale_lr: Optional[dict]) -> float:
-    """The factor on every lr: images per iteration / ``base_batch_size`` where
+    """The factor on every lr: images per optimizer step / ``base_batch_size`` where
     ``auto_scale_lr.enable`` (micro-batches count: the optimizer steps once over all of
-    them), else 1."""
+    them, whichever way they accumulate), else 1."""
     if not auto_scale_lr or not auto_scale_lr.get('enable', False):
         return 1.0
-    return plan.images_per_iteration / auto_scale_lr['base_batch_size']
+    return plan.images_per_step / auto_scale_lr['base_batch_size']
 
 
 def scale_lrs(optim_wrapper, plan: BatchPlan, auto_scale_lr: Optional[dict]) -> float:
@@ -65,10 +65,11 @@ def any_converts_epochs(specs) -> bool:
 
 
 def epoch_steps(dataset_size: int, plan: BatchPlan) -> int:
-    """Optimizer steps of one pass over ``dataset_size`` images: whole steps of the plan's
-    images per iteration (EoMT counts an epoch so: its loader drops the last incomplete
-    batch), at least 1. mmengine converts with ``len(train_dataloader)``: micro-batches of
-    one rank over the whole dataset (its InfiniteSampler's length), k x GPUs too many steps."""
+    """Iterations of one pass over ``dataset_size`` images (optimizer steps under
+    ``--accumulate``, micro-batches under mmengine's ``accumulative_counts``): whole iterations
+    of the plan's images per iteration (EoMT counts an epoch so: its loader drops the last
+    incomplete batch), at least 1. mmengine converts with ``len(train_dataloader)``: batches of
+    one rank over the whole dataset (its InfiniteSampler's length), GPUs (x k) too many."""
     return max(1, dataset_size // plan.images_per_iteration)
 
 
@@ -142,7 +143,8 @@ def _build(cfg, plan: BatchPlan) -> RunObjects:
 
 
 def describe_epoch(size: int, plan: BatchPlan, steps: int) -> str:
-    return f'{size} images / {plan.images_per_iteration} per iteration = {steps} optimizer steps'
+    unit = 'optimizer steps' if plan.iteration_is_step else 'iterations'
+    return f'{size} images / {plan.images_per_iteration} per iteration = {steps} {unit}'
 
 
 __all__ = ['RunObjects', 'any_converts_epochs', 'build_run_objects', 'build_schedulers', 'describe_epoch',

@@ -7,10 +7,11 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
   ``Runner.scale_lr`` counts GPUs x images per GPU only, so under ``--accumulate k`` it
   cut the lr k-fold (1 GPU x 2 images x 4 micro-batches, base 8: x 0.25 where the optimizer
   steps once over 8 images).
-- Accumulation has one path: ``optim_wrapper.accumulative_counts`` in a config trains as
-  ``--accumulate`` does (:func:`from_cfg` switches the loop to the accumulating one), and a
-  by-epoch scheduler converted to iterations counts an epoch in optimizer steps
-  (mmengine's conversion counts micro-batches, which stretched it k-fold).
+- Accumulation keeps both meanings (:mod:`.accumulation`): a config's own
+  ``optim_wrapper.accumulative_counts`` trains as mmengine trains it (an iteration is a
+  micro-batch), ``--accumulate`` makes an iteration one optimizer step. A by-epoch scheduler
+  converted to iterations counts an epoch as the iterations of one pass over the data on all
+  GPUs (mmengine's conversion counts one rank's batches over the whole dataset).
 - Every checkpoint records the run's :class:`BatchPlan` (``meta['batch_plan']``); resuming
   under other images per iteration is one error (:class:`BatchPlanHook`).
 - The recipe card (:mod:`vit5seg.engine.recipe`), read from the optimizer wrapper, schedulers
@@ -24,14 +25,12 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
   DataLoader of 2 workers: 10 s; 0.01 s when its last reference goes). A Python process that
   ran a training stalled at some later moment; here the workers stop when the run ends.
 """
-import copy
-
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, IterBasedTrainLoop, Runner
 from mmengine.registry import RUNNERS  # the root registries: mmseg and mmdet configs both find them
 
-from .accumulation import LOOP_TYPE, BatchPlan, apply_plan, batch_plan, check_resumed_plan, config_micro_batches
+from .accumulation import LOOP_TYPE, BatchPlan, check_resumed_plan
 from .recipe import recipe_card
 from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, describe_epoch, epoch_steps, scale_lrs,
                           wrappers)
@@ -84,7 +83,7 @@ class RecipeCardHook(Hook):
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         run = RunObjects(model, runner.optim_wrapper, list(schedulers), type(runner.train_loop).__name__,
                          runner.max_iters, epoch)
-        card = recipe_card(runner.cfg, plan.gpus, str(plan.micro_batches), config=runner.cfg.filename or '', run=run)
+        card = recipe_card(runner.cfg, plan.gpus, config=runner.cfg.filename or '', run=run, plan=plan)
         text = card.text()
         runner.logger.info(text)
         for warning in card.warnings:
@@ -96,16 +95,6 @@ class RecipeCardHook(Hook):
 @RUNNERS.register_module()
 class ViT5Runner(Runner):
     """See the module docstring."""
-
-    @classmethod
-    def from_cfg(cls, cfg) -> 'ViT5Runner':
-        """mmengine's ``from_cfg``, with a config's own ``accumulative_counts`` trained by the
-        accumulating loop (as ``--accumulate``)."""
-        micro = config_micro_batches(cfg)
-        if _trains(cfg) and micro > 1 and cfg.train_cfg.get('type', 'IterBasedTrainLoop') != LOOP_TYPE:
-            cfg = copy.deepcopy(cfg)
-            apply_plan(cfg, batch_plan(cfg, 1, str(micro)))  # only the micro-batches matter here
-        return super().from_cfg(cfg)
 
     def train(self):
         try:
@@ -148,13 +137,16 @@ class ViT5Runner(Runner):
         micro = wrapper.get('accumulative_counts', 1) if isinstance(wrapper, dict) else \
             wrappers(wrapper)[0]._accumulative_counts
         target = (self.auto_scale_lr or {}).get('base_batch_size')
-        return BatchPlan(self.world_size, per_gpu, micro, target or self.world_size * per_gpu * micro)
+        loop = self._train_loop
+        steps = (loop.get('type') if isinstance(loop, dict) else type(loop).__name__) == LOOP_TYPE
+        return BatchPlan(self.world_size, per_gpu, micro, target or self.world_size * per_gpu * micro,
+                         iteration_is_step=steps or micro == 1)
 
     def _build_param_scheduler(self, scheduler, optim_wrapper) -> list:
         """mmengine's, with an epoch of a by-epoch scheduler converted to iterations as the
-        optimizer steps of one pass over the data (:func:`epoch_steps`). mmengine converts with
-        ``len(train_dataloader)``, micro-batches of one rank over the whole dataset: under
-        ``--accumulate k`` on n GPUs an epoch lasted k x n times too long."""
+        iterations of one pass over the data (:func:`epoch_steps`). mmengine converts with
+        ``len(train_dataloader)``, batches of one rank over the whole dataset: on n GPUs an
+        epoch lasted n times too long, k x n under ``--accumulate k``."""
         if not isinstance(self.train_loop, IterBasedTrainLoop):
             return super()._build_param_scheduler(scheduler, optim_wrapper)
         epoch_length = None
