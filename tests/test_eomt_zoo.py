@@ -85,9 +85,11 @@ def test_ade20k_panoptic_release_predicts_as_eomt_by_class_name(ram_path):
              77, 79, 84, 91, 94, 96, 99, 100, 101, 105, 106, 109, 113, 114, 117, 122, 128, 131, 140, 141, 145]  # the yaml's
     cls_map, seg_map = panoptic_map(mask_logits, class_logits, stuff_classes=set(stuff))
     cls_map, seg_map = cls_map.numpy(), seg_map.numpy()
-    # by name: EoMT's class i is ADE's i-th; ours is mmdet's dataset's
+    # by name: EoMT's class i is ADE's i-th; ours is named by the model's own meta (the checkpoint's
+    # dataset_meta, which init_detector reads: issue #51), mmdet's dataset's order, things first
     names = mmdet_ade_names() + ['void']
-    panoptic_names = list(ADE20KPanopticDataset.METAINFO['classes']) + ['void']
+    assert list(model.dataset_meta['classes']) == list(ADE20KPanopticDataset.METAINFO['classes'])
+    panoptic_names = list(model.dataset_meta['classes']) + ['void']
     theirs = np.array(names, dtype=object)[cls_map]
     ours = np.array(panoptic_names, dtype=object)[pan % 1000]
     assert len(np.unique(seg_map)) > 12
@@ -96,6 +98,15 @@ def test_ade20k_panoptic_release_predicts_as_eomt_by_class_name(ram_path):
     assert same_segments(pan, seg_map) >= 0.999
     segment = (theirs != 'void') | (ours != 'void')
     assert (ours == theirs)[segment].mean() >= 0.99
+    # mmdet's DetInferencer names and draws the same segments: its visualizer holds the model's names
+    from mmdet.apis import DetInferencer
+    inferencer = DetInferencer(model=small_config('dinov2-large_eomt_ade20k-panoptic-640.py', 16, depth=2, masked=1),
+                               weights=str(converted), device='cpu', show_progress=False)
+    out = inferencer(img, return_vis=True, no_save_vis=True, return_datasamples=True)
+    assert np.array_equal(out['predictions'][0].pred_panoptic_seg.sem_seg[0].numpy(), pan)
+    assert list(inferencer.visualizer.dataset_meta['classes']) == panoptic_names[:-1]
+    drawn = out['visualization'][0]
+    assert drawn.shape == img.shape and (drawn != img[..., ::-1]).mean() > 0.01   # the segments, over the photo
 
 
 def eomt_windows(img: torch.Tensor, crop: int):
@@ -273,9 +284,11 @@ def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_p
     from vit5seg.models.eomt_release import describe_release
     task, dataset, family, width, side, config = ZOO[name]
     sd, base = release_file(ram_path, task, dataset, family, width, side)
-    converted = torch.load(convert(ram_path, sd, delta_to=base), weights_only=True)
+    converted = torch.load(convert(ram_path, sd, name=f'{name}.bin', delta_to=base), weights_only=True)
     meta = converted['meta']
     assert (meta['eomt_release']['task'], meta['eomt_release']['dataset']) == (task, dataset)
+    assert meta['eomt_release']['config'] == f'configs/eomt/{config}'   # DINOv3 at 1280: the name's side
+    assert len(meta['dataset_meta']['classes']) == CLASSES[task, dataset]
     assert f'configs/eomt/{config}' in describe_release(meta), describe_release(meta)
     cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / config))
     cfg.model.backbone.update(num_layers=1, init_cfg=None)

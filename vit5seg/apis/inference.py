@@ -10,6 +10,7 @@ from mmseg.apis import init_model as _mmseg_init_model
 import vit5seg  # noqa: F401  (registers ViT5 before any config is built)
 from vit5seg.engine.amp import amp_dtype, enable_amp
 from vit5seg.hub import resolve
+from vit5seg.utils.dataset_meta import config_dataset_meta
 
 __all__ = ['init_model', 'inference_model', 'is_detection_config']
 
@@ -29,10 +30,9 @@ def _init_detector(cfg: Config, checkpoint: Optional[str], cfg_options: Optional
     pipeline[:] = [step for step in pipeline if step['type'] not in ('LoadAnnotations', 'LoadPanopticAnnotations')]
     model = init_detector(cfg, checkpoint, device='cpu')
     if len(model.dataset_meta.get('classes', ())) != model.num_classes:
-        # a converted release carries no class names: mmdet then assumes COCO's 80; the config's dataset knows them
-        from mmdet.registry import DATASETS
-        dataset = cfg.test_dataloader.dataset
-        model.dataset_meta = dict(DATASETS.get(dataset.type).METAINFO, **dataset.get('metainfo', {}))
+        # a checkpoint without class names (a training's, or converted before they were written): mmdet then
+        # assumes COCO's 80; the config's dataset knows them
+        model.dataset_meta = config_dataset_meta(cfg)
     return model
 
 

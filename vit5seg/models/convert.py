@@ -2,13 +2,17 @@
 import argparse
 import ast
 from pathlib import Path
+from typing import Optional
 
 import torch
+from mmengine.config import Config
 
+from .. import paths
 from ..hub import DownloadError
+from ..utils.dataset_meta import config_dataset_meta
 from .checkpoint import (CheckpointError, check_fits, conversion_options, convert_checkpoint, convert_loaded,
                          extract_state_dict, fit_options, fit_to_model, keys_under, read_checkpoint)
-from .eomt_release import convert_eomt_release, is_eomt_release, release_meta
+from .eomt_release import convert_eomt_release, describe_release, is_eomt_release, release_meta
 
 
 def parse_arch(text: str):
@@ -17,12 +21,28 @@ def parse_arch(text: str):
     return ast.literal_eval(text) if text.startswith('{') else text
 
 
+def release_dataset_meta(release: dict) -> Optional[dict]:
+    """The class names and palette of the shipped config a release fits, in the converted
+    model's class order; None where no config fits it."""
+    if not release.get('config'):
+        return None
+    path = paths.config_path(release['config'].removeprefix('configs/'))
+    if not path.is_file():
+        return None
+    meta = config_dataset_meta(Config.fromfile(str(path)))
+    if meta is not None and len(meta['classes']) != release['num_classes']:
+        raise CheckpointError(f'{release["config"]} names {len(meta["classes"])} classes, the release predicts '
+                              f'{release["num_classes"]}')
+    return meta
+
+
 def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None,
-                 sha256=None, delta_to=None) -> str:
+                 sha256=None, delta_to=None, meta_out: Optional[dict] = None) -> str:
     """Convert ``src`` to this package's layout at ``dst``; with ``arch``, first check
     that a ``ViT5(arch=arch, img_size=img_size)`` loads it. An EoMT release becomes a whole
     segmentor checkpoint (``delta_to``: the pretrained backbone a delta release is added
-    to). Returns the source layout. Nothing is written when anything fails."""
+    to). Returns the source layout (``meta_out``: updated with the file's meta). Nothing is
+    written when anything fails."""
     model, options, grid, fit, extra = None, {}, None, {}, {}
     if arch is not None:
         from .backbones.vit5 import ViT5
@@ -43,7 +63,10 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
             raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
         if model is not None:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
             check_fits(model, fit_to_model(keys_under(sd, 'backbone.'), grid, **fit), source=f'{src} [{layout}]')
-        extra = dict(eomt_release=release_meta(sd, layout))
+        extra = dict(eomt_release=release_meta(sd, layout, str(src)))
+        dataset_meta = release_dataset_meta(extra['eomt_release'])
+        if dataset_meta is not None:  # mmdet's init_detector and mmseg's init_model name the classes from it
+            extra['dataset_meta'] = dataset_meta
         layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
     else:
         if delta_to is not None:
@@ -58,6 +81,8 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
                 arch=repr(arch) if arch is not None else None, vit5seg_layout=1, **extra)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     torch.save({'state_dict': sd, 'meta': meta}, dst)
+    if meta_out is not None:
+        meta_out.update(meta)
     return layout
 
 
@@ -87,10 +112,14 @@ def main(argv=None):
                         help='allow full unpickling for files that need it (runs code in the file: trusted '
                              'sources only)')
     args = parser.parse_args(argv)
+    meta = {}
     try:
         layout = convert_file(args.src, args.dst, arch=args.arch, use_ema=args.ema, img_size=args.img_size,
                               allow_unsafe=args.allow_unsafe, prefix=args.prefix, sha256=args.sha256,
-                              delta_to=args.delta_to)
+                              delta_to=args.delta_to, meta_out=meta)
     except (CheckpointError, DownloadError) as e:
         parser.exit(1, f'error: {e}\n')
     print(f'converted {args.src} ({layout} layout{", EMA" if args.ema else ""}) -> {args.dst}')
+    release = describe_release(meta)
+    if release:
+        print(release)

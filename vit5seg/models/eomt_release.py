@@ -55,9 +55,17 @@ RELEASE_KINDS = (
     ReleaseKind('instance', 'COCO', 80, 200, '{family}-{width}_eomt_coco-instance-{side}.py'),
 )
 WIDTHS = {384: 'small', 768: 'base', 1024: 'large', 1536: 'giant'}
-# the input side of releases whose weights do not show it (DINOv3: RoPE, no position grid); the 1280
-# releases are named in the file name EoMT gives them, which the user passes through a config of that side
+# the input side of releases whose weights do not show it (DINOv3: RoPE, no position grid): EoMT's names
+# carry it (coco_panoptic_eomt_large_1280_dinov3, its Hugging Face repository and the file users save it as);
+# a name without one is the task's default side
 DEFAULT_SIDE = {'semantic': 512, 'panoptic': 640, 'instance': 640}
+_NAMED_SIDE = re.compile(r'eomt_(?:small|base|large|giant)_(\d{3,4})(?!\d)')
+
+
+def named_side(source: str) -> Optional[int]:
+    """The input side EoMT's release name in ``source`` (a path or URL) gives, if any."""
+    found = _NAMED_SIDE.findall(str(source))
+    return int(found[-1]) if found else None
 
 
 def release_kind(converted: StateDict) -> Optional[ReleaseKind]:
@@ -81,10 +89,11 @@ def to_panoptic_order(converted: StateDict) -> StateDict:
     return out
 
 
-def release_meta(converted: StateDict, layout: str = '') -> dict:
+def release_meta(converted: StateDict, layout: str = '', source: str = '') -> dict:
     """What a converted release is, for the checkpoint's ``meta['eomt_release']``: its task
     and dataset where the kind is known, classes, queries, patch and position grid, the
-    backbone family and width, the class order, and the shipped config it fits (None if none)."""
+    backbone family and width, the class order, and the shipped config it fits (None if none).
+    A release without a position grid fits the config of the side its name (``source``) gives."""
     classes = converted['decode_head.class_head.weight'].shape[0] - 1
     queries = converted['decode_head.queries.weight'].shape[0]
     kind = release_kind(converted)
@@ -94,13 +103,13 @@ def release_meta(converted: StateDict, layout: str = '') -> dict:
     patch = converted['backbone.patch_embed.proj.weight'].shape[-1]
     width = converted['backbone.patch_embed.proj.weight'].shape[0]
     family = layout.split('-')[0] or None
-    config = None
+    config, side_from = None, 'the position grid' if side else 'the name' if named_side(source) else 'a default'
     if kind is not None and kind.config and family in ('dinov2', 'dinov3') and width in WIDTHS:
-        px = side * patch if side else DEFAULT_SIDE[kind.task]
+        px = side * patch if side else named_side(source) or DEFAULT_SIDE[kind.task]
         config = 'configs/eomt/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
     return dict(task=kind.task if kind else None, dataset=kind.dataset if kind else None, num_classes=classes,
                 num_queries=queries, patch_size=patch, grid=(side, side) if side else None, family=family,
-                width=width, config=config,
+                width=width, config=config, side_from=side_from,
                 class_order=('mmdet ADE20KPanopticDataset (things first), from ADE\'s order' if kind and kind.reorder
                              else 'the release\'s'))
 
@@ -120,13 +129,15 @@ def describe_release(meta: dict) -> Optional[str]:
     config = info.get('config')
     if config and paths.config_path(config.removeprefix('configs/')).is_file():
         fits = f'it fits {config}'
-        if not grid:   # no position grid (DINOv3): the same weights run at every input side
+        if not grid:   # no position grid (DINOv3): the side is the release name's, which a renamed file loses
             side = config.rsplit('-', 1)[-1]
             others = sorted(p.name for p in paths.config_path(config.removeprefix('configs/')).parent.glob(
                 config.rsplit('/', 1)[-1].replace(side, '*')) if not p.name.endswith(side))
+            said = ('as its name says' if info.get('side_from') == 'the name' else
+                    'assumed: its file name gives none, as EoMT\'s names do (..._1280_dinov3)')
             if others:
-                fits += (' or, for the release EoMT trained at another input side (its name says which), '
-                         + ', '.join(f'configs/eomt/{o}' for o in others))
+                fits += (f' (the input side {side.removesuffix(".py")} {said}; a release EoMT trained at another '
+                         f'side fits ' + ', '.join(f'configs/eomt/{o}' for o in others) + ')')
     elif config:
         fits = f'it needs {config}, which this project does not ship yet'
     elif kind.config:
