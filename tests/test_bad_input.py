@@ -452,3 +452,102 @@ def test_launchers_start_a_python_that_finds_vit5seg(tmp_path, launcher):
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith('ran: -m torch.distributed.run ') and '--nproc_per_node=2' in out.stdout
+
+
+# --- bad input at the joins (issue #51): one message, exit 1, no traceback, nothing written ----
+
+@pytest.fixture(scope='module')
+def tiny_project(tmp_path_factory):
+    """A user's folder with the tiny config's data, and the tiny segmentor's own state dict."""
+    cwd = tmp_path_factory.mktemp('joins')
+    make_synthetic_ade20k(cwd / 'data' / 'synthetic_ade20k', num_train=2, num_val=2, size=64, seed=0)
+    from mmseg.registry import MODELS
+    register_all_modules(init_default_scope=True)
+    model = MODELS.build(Config.fromfile(str(TINY_CONFIG)).model)
+    return cwd, model.state_dict()
+
+
+def _one_line_failure(out, *phrases):
+    assert out.returncode == 1 and 'Traceback' not in out.stderr, out.stderr[-3000:]
+    line = out.stderr.strip().splitlines()[-1]
+    assert line.startswith('error: '), out.stderr[-3000:]
+    for phrase in phrases:
+        assert phrase in line, line
+    return line
+
+
+def test_a_checkpoint_of_another_model_is_one_error_naming_the_counts_and_nothing_is_written(tiny_project):
+    """tools/test.py tested random weights (mIoU 0.03, exit 0) with a file that shares no tensor
+    with the model; one holding less than half of them (the decode head alone) is refused too."""
+    from safetensors.torch import save_file
+    cwd, own = tiny_project
+    save_file({'foo.weight': torch.zeros(3), 'bar': torch.ones(2)}, str(cwd / 'unrelated.safetensors'))
+    head = {k: v for k, v in own.items() if k.startswith('decode_head.')}
+    assert 0 < len(head) < len(own) / 2
+    torch.save({'state_dict': head}, cwd / 'head_only.pth')
+    for name, phrase in (('unrelated.safetensors', 'shares no tensor with EncoderDecoder (2 tensors, '
+                                                   f'{len(own)} in the model'),
+                         ('head_only.pth', f'holds {len(head)} of the {len(own)} tensors of EncoderDecoder')):
+        out = run_script(REPO / 'tools' / 'test.py', TINY_CONFIG, name, '--work-dir', f'out_{name}', cwd=cwd)
+        _one_line_failure(out, f'{name}: the checkpoint {phrase}', 'at least half must load')
+        assert not (cwd / f'out_{name}').exists()
+    # the model's own file, its class head dropped, still loads: a fine-tuning start
+    torch.save({'state_dict': {k: v for k, v in own.items() if 'conv_seg' not in k}, 'meta': {}}, cwd / 'no_head.pth')
+    from vit5seg.apis import init_model
+    init_model(str(TINY_CONFIG), str(cwd / 'no_head.pth'), device='cpu')
+
+
+def test_a_directory_given_as_a_checkpoint_is_named_a_directory(tiny_project, tmp_path):
+    cwd, own = tiny_project
+    folder = tmp_path / 'work_dir'
+    folder.mkdir()
+    out = run_script(REPO / 'tools' / 'test.py', TINY_CONFIG, folder, cwd=cwd)
+    _one_line_failure(out, f'checkpoint {folder} is a directory, not a checkpoint file, and holds no checkpoint file')
+    torch.save({'state_dict': own}, folder / 'iter_20.pth')
+    out = run_script(REPO / 'tools' / 'convert_checkpoint.py', folder, tmp_path / 'out.pth')
+    _one_line_failure(out, f'{folder} is a directory', f'such as {folder / "iter_20.pth"}')
+    assert not (tmp_path / 'out.pth').exists()
+
+
+def test_a_truncated_checkpoint_is_one_short_line(tmp_path):
+    torch.save({'state_dict': {'w': torch.zeros(4096)}}, tmp_path / 'whole.pth')
+    (tmp_path / 'cut.pth').write_bytes((tmp_path / 'whole.pth').read_bytes()[:4000])
+    out = run_script(REPO / 'tools' / 'convert_checkpoint.py', tmp_path / 'cut.pth', tmp_path / 'out.pth')
+    line = _one_line_failure(out, f'cannot read {tmp_path / "cut.pth"}: truncated or not a PyTorch checkpoint')
+    assert len(line) < 160 + len(str(tmp_path)) and 'miniz' not in line, line
+    assert not (tmp_path / 'out.pth').exists()
+
+
+def test_a_truncated_panoptic_png_is_named_by_the_loader_check_data_and_prepare_coco(tmp_path):
+    """mmdet's loader ended in ``cv2.error ... !_src.empty()`` without the file's name, and neither
+    check tool decoded the PNGs."""
+    pytest.importorskip('panopticapi')
+    from vit5seg.datasets import make_synthetic_data
+    from vit5seg.datasets.prepare_coco import check_coco
+    root = make_synthetic_data('coco_panoptic', tmp_path, num_train=3, num_val=2, size=48)
+    pngs = sorted((root / 'annotations' / 'panoptic_train2017').glob('*.png'))
+    broken = pngs[1]
+    broken.write_bytes(broken.read_bytes()[:60])
+    config = REPO / 'configs' / 'tiny' / 'vit5_eomt_coco_panoptic_synthetic.py'
+    out = run_script(REPO / 'tools' / 'check_data.py', config, '--cfg-options',
+                     f'train_dataloader.dataset.data_root={root}/', f'val_dataloader.dataset.data_root={root}/')
+    assert out.returncode == 1 and 'Traceback' not in out.stderr, out.stderr[-2000:]
+    assert f'1 bad labels: {broken} is truncated' in out.stdout and 'val_dataloader.dataset: 2 images, 2 labels' \
+        in out.stdout, out.stdout
+    lines, problems = check_coco(root)
+    assert problems == [f'{broken} is truncated ({broken.stat().st_size} bytes, no PNG IEND marker at the end)']
+    # the training loader: mmdet's LoadPanopticAnnotations names the file
+    from mmdet.registry import DATASETS as DET_DATASETS
+    from mmengine.registry import DefaultScope
+    cfg = Config.fromfile(str(config))
+    dataset_cfg = copy.deepcopy(cfg.train_dataloader.dataset)
+    dataset_cfg.update(data_root=f'{root}/', serialize_data=False)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        dataset = DET_DATASETS.build(dataset_cfg)
+        index = next(i for i, info in enumerate(dataset.data_list) if info['seg_map_path'] == str(broken))
+        with pytest.raises(SampleError, match=re.escape(f'panoptic label {broken} is truncated')):
+            dataset.prepare_data(index)
+        broken.write_bytes(b'\x89PNG\r\n\x1a\n' + b'\x00' * 64 + b'IEND')   # whole-looking, undecodable
+        with pytest.raises(SampleError, match=re.escape(f'panoptic label {broken} cannot be decoded')):
+            dataset.prepare_data(index)
+    assert check_coco(root)[1] == [f'{broken} cannot be decoded as an image']

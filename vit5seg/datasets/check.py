@@ -1,5 +1,7 @@
 """Check a dataset split completely: images and labels pair up, and (optionally) every
-label map holds only the class ids its config expects, at its image's size.
+label map holds only the class ids its config expects, at its image's size; a COCO-format
+split (mmdet's panoptic and instance datasets): every image its annotation file names is
+there, and every panoptic PNG decodes.
 
 ``check_split`` works from a dataset config (any mmseg folder dataset: plain folders,
 subfolders like Cityscapes' cities, or split lists like Pascal Context's), so
@@ -17,10 +19,13 @@ from typing import List, Optional, Sequence
 import cv2
 import numpy as np
 
+from .transforms import panoptic_png_problem
 from .validation import DatasetError, _default, _listing, check_folders, dataset_leaves, read_split_list
 
 ADE20K_SPLITS = {'training': 20210, 'validation': 2000}  # the official ADEChallengeData2016 counts
 IGNORE_INDEX = 255
+# mmdet's datasets that read a COCO-format annotation file (and, panoptic, a PNG per image)
+COCO_FORMAT = ('CocoDataset', 'CocoPanopticDataset', 'ADE20KPanopticDataset')
 
 
 @dataclass
@@ -124,10 +129,43 @@ def _pairs(dataset_cfg: dict, name: str, rep: SplitReport):
     return cls, images, labels
 
 
+def check_coco_split(dataset_cfg: dict, name: str) -> SplitReport:
+    """A COCO-format split (mmdet's ``CocoDataset``, ``CocoPanopticDataset``,
+    ``ADE20KPanopticDataset``): the annotation file reads, every image it names is there, and
+    every panoptic PNG is there, whole and decodable (each one decoded)."""
+    import json
+    rep = SplitReport(name)
+    root = dataset_cfg.get('data_root') or ''
+    ann_file = osp.join(root, dataset_cfg['ann_file'])
+    prefix = dataset_cfg.get('data_prefix') or {}
+    rep.folder = osp.join(root, prefix.get('img', ''))
+    try:
+        with open(ann_file) as f:
+            ann = json.load(f)
+        images = [osp.join(rep.folder, i['file_name']) for i in ann['images']]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        rep.error = f'{name}: the annotation file {ann_file} cannot be read ({type(e).__name__}: {e})'
+        return rep
+    rep.images_without_label = []
+    rep.listed_but_missing = [p for p in images if not osp.isfile(p)]
+    rep.images = len(images) - len(rep.listed_but_missing)
+    if 'seg' in prefix:  # panoptic: one PNG per image
+        pngs = [osp.join(root, prefix['seg'], a['file_name']) for a in ann.get('annotations', [])]
+        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+            problems = list(pool.map(panoptic_png_problem, pngs))
+        rep.bad_labels = [f'{p} {problem}' for p, problem in zip(pngs, problems) if problem]
+        rep.labels = len(pngs) - len(rep.bad_labels)
+    if not images:
+        rep.error = f'{name}: {ann_file} names no images: the split is empty'
+    return rep
+
+
 def check_split(dataset_cfg: dict, name: str, check_values: bool = False,
                 expected: Optional[int] = None) -> SplitReport:
     """The report of one dataset config (``train_dataloader.dataset``); never raises for
     what it finds: a split that cannot be read has ``error`` set."""
+    if dataset_cfg.get('type') in COCO_FORMAT:
+        return check_coco_split(dataset_cfg, name)
     rep = SplitReport(name, expected=expected)
     try:
         cls, images, labels = _pairs(dataset_cfg, name, rep)

@@ -12,11 +12,13 @@ import json
 import os
 import shutil
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 from ..hub import DownloadError, cached_download
 from .prepare import check_space, open_zip
+from .transforms import panoptic_png_problem
 from .validation import DatasetError
 
 COCO_URL = 'http://images.cocodataset.org'
@@ -85,9 +87,14 @@ def check_coco(root: Path) -> Tuple[List[str], List[str]]:
                 problems.append(f'{path}: unreadable ({e})')
                 continue
             missing = [i['file_name'] for i in ann['images'] if not (images / i['file_name']).is_file()]
-            if kind == 'panoptic':
+            if kind == 'panoptic':  # each PNG decoded: a truncated one stopped mmdet's loader without its name
                 pngs = root / 'annotations' / f'panoptic_{split}2017'
-                missing += [a['file_name'] for a in ann['annotations'] if not (pngs / a['file_name']).is_file()]
+                names = [a['file_name'] for a in ann['annotations']]
+                with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+                    found = list(pool.map(panoptic_png_problem, [str(pngs / name) for name in names]))
+                missing += [name for name, problem in zip(names, found) if problem == 'does not exist']
+                problems += [f'{pngs / name} {problem}' for name, problem in zip(names, found)
+                             if problem not in (None, 'does not exist')]
             segments = len(ann['annotations']) if kind == 'instances' else \
                 sum(len(a['segments_info']) for a in ann['annotations'])
             lines.append(f'  {path.name}: {len(ann["images"])} images, {segments} '

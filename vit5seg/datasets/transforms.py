@@ -45,6 +45,45 @@ def truncation_problem(path: str) -> Optional[str]:
     return None
 
 
+def panoptic_png_problem(path: str) -> Optional[str]:
+    """What is wrong with a panoptic PNG (COCO's RGB-encoded segment ids), or None: missing,
+    truncated, or not decodable."""
+    import cv2
+    if not osp.isfile(path):
+        return 'does not exist'
+    problem = truncation_problem(path)
+    if problem:
+        return problem
+    if cv2.imread(path, cv2.IMREAD_COLOR) is None:
+        return 'cannot be decoded as an image'
+    return None
+
+
+def _wrap_panoptic_loading(load):
+    def load_checked(self, results: dict) -> None:
+        path = results.get('seg_map_path')
+        if path is not None and '://' not in str(path):
+            problem = truncation_problem(path) if osp.exists(path) else 'does not exist'
+            if problem:
+                raise SampleError(f'panoptic label {path} {problem} (image {results.get("img_path")})')
+        try:
+            return load(self, results)
+        except Exception as e:  # mmcv decodes a broken PNG to None; cv2 or numpy fails further on
+            raise SampleError(f'panoptic label {path} cannot be decoded (image {results.get("img_path")}): '
+                              f'{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}') from None
+    load_checked.__wrapped__ = load
+    return load_checked
+
+
+def check_panoptic_loading() -> None:
+    """mmdet's ``LoadPanopticAnnotations`` with one error naming a missing, truncated or
+    undecodable PNG (mmdet's own: ``cv2.error ... !_src.empty()`` without the file)."""
+    from mmdet.datasets.transforms import LoadPanopticAnnotations
+    load = LoadPanopticAnnotations._load_masks_and_semantic_segs
+    if not hasattr(load, '__wrapped__'):
+        LoadPanopticAnnotations._load_masks_and_semantic_segs = _wrap_panoptic_loading(load)
+
+
 def _check_files(results: dict) -> None:
     for key, what in (('img_path', 'image'), ('seg_map_path', 'label')):
         path = results.get(key)

@@ -14,8 +14,10 @@
   error (:class:`CheckpointShapeError`) wherever mmengine loads one (``load_from``, resume,
   mmseg's ``init_model``, ``MMSegInferencer``, a ``Pretrained`` init). mmengine's loader skips
   such a tensor with a warning and runs on with its random initial values; a 134-row class
-  head in a 150-class model then predicts noise. Missing and unexpected keys stay mmengine's
-  warnings (a backbone-only file into a segmentor is a normal start).
+  head in a 150-class model then predicts noise. A checkpoint that holds less than half of the
+  model's tensors is an error too (:class:`CheckpointFitError`): another model's file ran its
+  random weights. Fewer missing and unexpected keys stay mmengine's warnings (a start without
+  its class head, a backbone's tensors within a segmentor's file).
 """
 import os
 import os.path as osp
@@ -96,13 +98,34 @@ def _unwrapped(module):
     return module
 
 
+class CheckpointFitError(CheckpointError):
+    """A checkpoint that holds less than half of the model's tensors: another model's."""
+
+
+def check_shares_the_model(own: dict, state_dict: dict, model_name: str) -> None:
+    """Half the model's tensors or more must come from the checkpoint. mmengine loads whatever
+    keys match and warns about the rest, so a checkpoint of another model (or a backbone file
+    under other names) runs its random initial values: tools/test.py printed mIoU 0.03 and
+    exited 0. A fine-tuning start without its class head (``--drop-head``) still fits."""
+    shared = len(set(own) & set(state_dict))
+    if 2 * shared >= len(own):
+        return
+    what = ('shares no tensor with' if not shared else
+            f'holds {shared} of the {len(own)} tensors of')
+    raise CheckpointFitError(f'the checkpoint {what} {model_name} ({len(state_dict)} tensors, {len(own)} in the '
+                             f'model; at least half must load): it is the checkpoint of another model, or of '
+                             f'this one under other names (convert it: tools/convert_checkpoint.py)')
+
+
 def _wrap_load_state_dict(load_state_dict):
     def load_state_dict_of_fitting_shapes(module, state_dict, strict=False, logger=None):
         model = _unwrapped(module)
-        mismatched = shape_mismatches(model.state_dict(), state_dict)
+        own = model.state_dict()
+        mismatched = shape_mismatches(own, state_dict)
         if mismatched:
             raise CheckpointShapeError(f'the checkpoint does not fit {type(model).__name__}: {len(mismatched)} '
                                        f'tensor(s) of other shapes: ' + '; '.join(first_of(mismatched)))
+        check_shares_the_model(own, state_dict, type(model).__name__)
         return load_state_dict(module, state_dict, strict, logger)
     load_state_dict_of_fitting_shapes.__wrapped__ = load_state_dict
     return load_state_dict_of_fitting_shapes
@@ -182,5 +205,5 @@ def install() -> None:
     CheckpointLoader.register_scheme(prefixes=['http://', 'https://'], loader=load_from_http, force=True)
 
 
-__all__ = ['CheckpointShapeError', 'allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
+__all__ = ['CheckpointFitError', 'CheckpointShapeError', 'check_shares_the_model', 'allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
            'load_from_local', 'load_from_http']

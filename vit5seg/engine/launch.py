@@ -3,6 +3,7 @@ import argparse
 import logging
 import os
 import os.path as osp
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from mmengine.logging import print_log
 from ..datasets.validation import check_data
 from ..errors import ToolError
 from ..hub import resolve
+from ..models.checkpoint import CheckpointError, no_checkpoint_file
 from .accumulation import BatchPlan, apply_plan, batch_plan, launcher_world_size
 from .amp import add_amp_arguments, enable_amp
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
@@ -141,7 +143,7 @@ def test_config(args) -> Config:
     cfg = load_config(args)
     checkpoint = resolve(args.checkpoint, args.sha256)  # a URL: fetched here, once per node
     if not osp.isfile(checkpoint):
-        raise FileNotFoundError(f'checkpoint {checkpoint} does not exist')
+        raise no_checkpoint_file(checkpoint)
     cfg.load_from = checkpoint
     if args.show or args.show_dir:
         hook = cfg.default_hooks.get('visualization')
@@ -188,11 +190,28 @@ def test(argv=None):
     cfg = test_config(args)
     if not args.skip_data_check:
         check_data(cfg, ('test',))
+    existed = osp.isdir(cfg.work_dir)
     runner = _runner(cfg)
     if args.amp:
         enable_amp(runner.model, args.amp_dtype)
-    metrics = runner.test()
-    return metrics
+    try:
+        return runner.test()
+    except CheckpointError as e:  # nothing tested: nothing left behind, the message names the file
+        _forget_run(runner)
+        if not existed:
+            shutil.rmtree(cfg.work_dir, ignore_errors=True)
+        raise type(e)(f'{cfg.load_from}: {e}') from None
+
+
+def _forget_run(runner) -> None:
+    """Remove what a Runner that did nothing wrote (its timestamped log folder) and the named
+    logger and visualizer it registered, which a later Runner of the same second in this
+    process would otherwise reuse, pointing into the removed folder."""
+    for instance in (runner.logger, runner.visualizer):
+        for handler in getattr(instance, 'handlers', []):
+            handler.close()
+        type(instance)._instance_dict.pop(instance.instance_name, None)
+    shutil.rmtree(runner.log_dir, ignore_errors=True)
 
 
 def error_message(e: BaseException) -> str:

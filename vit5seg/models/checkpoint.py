@@ -45,6 +45,22 @@ class CheckpointNotFound(CheckpointError, FileNotFoundError):
     """No file at that path."""
 
 
+class CheckpointIsDirectory(CheckpointError, IsADirectoryError):
+    """A folder where a checkpoint file was asked for (a work dir, a Hugging Face snapshot)."""
+
+
+def no_checkpoint_file(path) -> CheckpointError:
+    """The error for a ``path`` that is no file: a folder is named a folder (with the newest
+    checkpoint in it, where there is one), a missing path is missing."""
+    path = Path(path)
+    if not path.is_dir():
+        return CheckpointNotFound(f'checkpoint {path} does not exist{_where_to_get(path)}')
+    files = sorted((f for f in path.iterdir() if f.suffix in ('.pth', '.bin', '.safetensors', '.pt') and f.is_file()),
+                   key=lambda f: f.stat().st_mtime)
+    hint = f': give a file in it, such as {files[-1]} (the newest)' if files else ', and holds no checkpoint file'
+    return CheckpointIsDirectory(f'checkpoint {path} is a directory, not a checkpoint file{hint}')
+
+
 class UnsafeCheckpoint(CheckpointError, pickle.UnpicklingError):
     """A pickle that only full unpickling can read (torch.load's weights_only error type)."""
 
@@ -84,7 +100,7 @@ def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256
 
 def _read_local(path: Path, allow_unsafe: bool, map_location):
     if not path.is_file():
-        raise CheckpointNotFound(f'checkpoint {path} does not exist{_where_to_get(path)}')
+        raise no_checkpoint_file(path)
     if sniff_format(path) == 'safetensors':
         from safetensors.torch import load_file
         device = str(map_location) if isinstance(map_location, (str, torch.device)) else 'cpu'
@@ -109,7 +125,15 @@ def _read_local(path: Path, allow_unsafe: bool, map_location):
                       'this runs any code the file contains', stacklevel=2)
         return torch.load(path, map_location=map_location, weights_only=False)
     except (RuntimeError, EOFError, OSError) as e:
-        raise UnreadableCheckpoint(f'cannot read {path}: truncated or not a PyTorch checkpoint ({e})') from None
+        raise UnreadableCheckpoint(f'cannot read {path}: truncated or not a PyTorch checkpoint '
+                                   f'({_first_sentence(e)})') from None
+
+
+def _first_sentence(error: BaseException) -> str:
+    """torch's reader error without the advice miniz appends (400 characters that say the file
+    may be corrupt)."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text.split('. This is an internal miniz error')[0].rstrip('.')
 
 
 def _first_line(text: str) -> str:
