@@ -1,6 +1,7 @@
 """Command-line conversion of backbone checkpoints and EoMT releases (``tools/convert_checkpoint.py``)."""
 import argparse
 import ast
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -21,6 +22,27 @@ def parse_arch(text: str):
     return ast.literal_eval(text) if text.startswith('{') else text
 
 
+# the tensors whose shape is the class count: mmseg's decode heads' classifier (UperNet's and the FCN
+# auxiliary's conv_seg, also in a cascade's list of heads), EoMT's class head, Mask2Former's class embedding.
+# Mask queries, mask MLPs and everything else are kept: a fine-tuning start for another class count.
+CLASS_TENSORS = re.compile(r'(?:^|\.)(?:conv_seg|class_head|cls_embed)\.')
+
+
+def without_class_head(sd: dict) -> tuple:
+    """(the state dict without the class-dependent tensors, their keys)."""
+    dropped = sorted(k for k in sd if k.startswith(('decode_head.', 'auxiliary_head.')) and CLASS_TENSORS.search(k))
+    return {k: v for k, v in sd.items() if k not in dropped}, dropped
+
+
+def segmentor_state_dict(obj, src) -> dict:
+    """A segmentor's (or detector's) state dict as mmengine saves it: ``state_dict`` or flat."""
+    sd = obj.get('state_dict', obj) if isinstance(obj, dict) else None
+    if not isinstance(sd, dict) or not any(str(k).startswith('decode_head.') for k in sd):
+        raise CheckpointError(f'--drop-head is for a segmentor\'s checkpoint (a training\'s iter_N.pth, a converted '
+                              f'release, or EoMT\'s release file itself); {src} holds no decode_head.* tensors')
+    return sd
+
+
 def release_dataset_meta(release: dict) -> Optional[dict]:
     """The class names and palette of the shipped config a release fits, in the converted
     model's class order; None where no config fits it."""
@@ -37,11 +59,13 @@ def release_dataset_meta(release: dict) -> Optional[dict]:
 
 
 def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None,
-                 sha256=None, delta_to=None, meta_out: Optional[dict] = None) -> str:
+                 sha256=None, delta_to=None, meta_out: Optional[dict] = None, drop_head: bool = False) -> str:
     """Convert ``src`` to this package's layout at ``dst``; with ``arch``, first check
     that a ``ViT5(arch=arch, img_size=img_size)`` loads it. An EoMT release becomes a whole
     segmentor checkpoint (``delta_to``: the pretrained backbone a delta release is added
-    to). Returns the source layout (``meta_out``: updated with the file's meta). Nothing is
+    to). ``drop_head``: a segmentor checkpoint (or a release, converted first) without its
+    class-dependent tensors (:func:`without_class_head`), for fine-tuning to another class
+    count. Returns the source layout (``meta_out``: updated with the file's meta). Nothing is
     written when anything fails."""
     model, options, grid, fit, extra = None, {}, None, {}, {}
     if arch is not None:
@@ -68,6 +92,11 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
         if dataset_meta is not None:  # mmdet's init_detector and mmseg's init_model name the classes from it
             extra['dataset_meta'] = dataset_meta
         layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
+    elif drop_head:
+        if delta_to is not None or arch is not None:
+            raise CheckpointError('--drop-head keeps a segmentor checkpoint\'s own layout: --delta-to and --arch '
+                                  'are for releases and backbones')
+        sd, layout = segmentor_state_dict(obj, src), 'vit5seg segmentor'
     else:
         if delta_to is not None:
             raise CheckpointError(f'--delta-to is for EoMT\'s delta releases; {src} is no EoMT release')
@@ -77,6 +106,13 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
         elif img_size is not None and 'patch_embed.proj.weight' in sd:
             patch = sd['patch_embed.proj.weight'].shape[-1]   # without --arch: the checkpoint's own patch
             sd = fit_to_model(sd, (img_size // patch, img_size // patch))
+    if drop_head:  # the classes it named are not the new model's: no dataset_meta, the release noted as the base
+        sd, dropped = without_class_head(sd)
+        if not dropped:
+            raise CheckpointError(f'--drop-head: {src} has no class-dependent head tensor (conv_seg, class_head, '
+                                  f'cls_embed) to drop')
+        extra = dict(dropped_head=dropped, fine_tuned_from=extra.get('eomt_release') or
+                     {k: v for k, v in dict(obj.get('meta') or {}).items() if k in ('dataset_meta', 'source')})
     meta = dict(source=str(src), source_layout=layout, ema=use_ema,
                 arch=repr(arch) if arch is not None else None, vit5seg_layout=1, **extra)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
@@ -102,6 +138,10 @@ def main(argv=None):
     parser.add_argument('--delta-to', metavar='BASE', default=None,
                         help='an EoMT delta release (its DINOv3 models): the pretrained DINOv3 weights it was '
                              'trained from (Meta, timm or transformers layout, a file or URL), added to the delta')
+    parser.add_argument('--drop-head', action='store_true',
+                        help='write a segmentor checkpoint (a training\'s, a converted release, or an EoMT release '
+                             'converted first) without the tensors whose shape is its class count (conv_seg, '
+                             'class_head, cls_embed), to fine-tune on a dataset of other classes with load_from')
     parser.add_argument('--ema', action='store_true', help='take the weights under model_ema instead of model')
     parser.add_argument('--img-size', type=int, default=None,
                         help='resize pos_embed to this pretraining size (e.g. 384), by the --arch preset\'s rule '
@@ -116,10 +156,13 @@ def main(argv=None):
     try:
         layout = convert_file(args.src, args.dst, arch=args.arch, use_ema=args.ema, img_size=args.img_size,
                               allow_unsafe=args.allow_unsafe, prefix=args.prefix, sha256=args.sha256,
-                              delta_to=args.delta_to, meta_out=meta)
+                              delta_to=args.delta_to, meta_out=meta, drop_head=args.drop_head)
     except (CheckpointError, DownloadError) as e:
         parser.exit(1, f'error: {e}\n')
     print(f'converted {args.src} ({layout} layout{", EMA" if args.ema else ""}) -> {args.dst}')
     release = describe_release(meta)
     if release:
         print(release)
+    if meta.get('dropped_head'):
+        print(f'dropped {len(meta["dropped_head"])} class-dependent tensors ({", ".join(meta["dropped_head"])}): '
+              f'fine-tune with --cfg-options load_from={args.dst}')
