@@ -705,6 +705,11 @@ EOMT_PANOPTIC = f'{EOMT} training/mask_classification_panoptic.py defaults'
 EOMT_COCO = f'{EOMT} datasets/coco_panoptic.py'
 EOMT_COCO_INSTANCE = f'{EOMT} datasets/coco_instance.py'
 EOMT_COCO_EPOCH = 7391  # the COCO yamls' annealing steps count 7391 iterations an epoch (14782 = 2 epochs)
+# EoMT's instance dataset keeps the images with an annotation (datasets/dataset.py lines 126-130): COCO 2017
+# train's 117266, on 4 GPUs x 4 (README) padded to 4 x 29317, each rank's last batch dropped
+# (datasets/coco_instance.py line 89): 29317 // 4
+EOMT_INSTANCE_EPOCH = 7329
+EOMT_DATASET = f'{EOMT} datasets/dataset.py lines 126-130'
 MMDET = 'mmdet 3.3.0'
 MMDET_RUNTIME = f'{MMDET} configs/_base_/default_runtime.py'
 MMDET_COCO_PAN = f'{MMDET} configs/_base_/datasets/coco_panoptic.py'
@@ -750,16 +755,15 @@ def coco_data(task: str, side: int = 640, root: str = 'data/coco/') -> Dict[str,
     size = (side, side)
     train, val = 'train_dataloader.dataset.pipeline', 'val_dataloader.dataset.pipeline'
     jitter = f'{EOMT_TRANSFORMS}: ScaleJitter(img_size, scale_range (0.1, 2.0)), pad with 0, RandomCrop(img_size)'
+    epoch = EOMT_COCO_EPOCH if panoptic else EOMT_INSTANCE_EPOCH
     out = join(
         pin(f'{eomt}: batch_size 16 (8 GPUs x 2 here)', 'train_dataloader', batch_size=2),
         pin(source, 'train_dataloader', num_workers=4, persistent_workers=True),
         pin(f'{OURS}; iteration-based as the semantic configs', 'train_dataloader', batch_sampler=None),
         pin(f'{MMSEG_ADE}: an infinite sampler for iteration-based training', 'train_dataloader.sampler',
             type='InfiniteSampler', shuffle=True),
-        pin(source, 'train_dataloader.dataset', type=dataset, data_root=root, backend_args=None),
+        pin(source, 'train_dataloader.dataset', data_root=root, backend_args=None),
         pin(source, 'train_dataloader.dataset', ann_file=f'annotations/{kind}_train2017.json'),
-        pin(f'{eomt}: every image with a segment', 'train_dataloader.dataset.filter_cfg', filter_empty_gt=True,
-            min_size=0),
         pin(source, 'val_dataloader', batch_size=1, num_workers=2, persistent_workers=True, drop_last=False),
         pin(source, 'val_dataloader.sampler', type='DefaultSampler', shuffle=False),
         pin(source, 'val_dataloader.dataset', type=dataset, data_root=root, test_mode=True, backend_args=None),
@@ -788,11 +792,14 @@ def coco_data(task: str, side: int = 640, root: str = 'data/coco/') -> Dict[str,
             meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
         pins(DERIVED, {'scale rule': f'RandomResize: the image fitted into {size} x r, r uniform in [0.1, 2.0]: its '
                                      f'short side {side} r unless its long side would pass {side} r'}),
-        pin(f'{EOMT_MAIN}: the zoo\'s evaluation at the end of training', 'train_cfg',
-            val_interval=2 * EOMT_COCO_EPOCH),
+        pin(f'{EOMT_MAIN}: the zoo\'s evaluation at the end of training; the yamls\' check_val_every_n_epoch 2',
+            'train_cfg', val_interval=2 * epoch),
     )
     if panoptic:
         out.update(join(
+            pin(f'{EOMT_DATASET}: every image with a segment, thing or stuff (mmdet\'s filter_empty_gt keeps those '
+                'with a non-crowd thing; no filter keeps those without a segment too)', 'train_dataloader.dataset',
+                type='EoMTCocoPanopticDataset'),
             pin(source, 'train_dataloader.dataset.data_prefix', img='train2017/',
                 seg='annotations/panoptic_train2017/'),
             pin(source, 'val_dataloader.dataset.data_prefix', img='val2017/', seg='annotations/panoptic_val2017/'),
@@ -808,6 +815,10 @@ def coco_data(task: str, side: int = 640, root: str = 'data/coco/') -> Dict[str,
         ))
     else:
         out.update(join(
+            pin(source, 'train_dataloader.dataset', type=dataset),
+            pin(f'{EOMT_DATASET}: every image with an annotation, crowd ones too; mmdet\'s filter_empty_gt keeps '
+                'those (CocoDataset.filter_data: images in cat_img_map)', 'train_dataloader.dataset.filter_cfg',
+                filter_empty_gt=True, min_size=0),
             pin(source, 'train_dataloader.dataset.data_prefix', img='train2017/'),
             pin(source, 'val_dataloader.dataset.data_prefix', img='val2017/'),
             pin(source, f'{train}.1', type='LoadAnnotations', with_bbox=True, with_mask=True),
@@ -831,7 +842,8 @@ def coco_eomt(family: str, size: str, task: str) -> Dict[str, Pin]:
     classes = things + stuff
     blocks = {'small': 3, 'base': 3, 'large': 4, 'giant': 5}[size]
     epochs = 24 if size in ('small', 'base') else 12
-    iters = epochs * EOMT_COCO_EPOCH
+    epoch = EOMT_COCO_EPOCH if panoptic else EOMT_INSTANCE_EPOCH
+    iters = epochs * epoch
     dinov3 = family == 'dinov3'
     lr, (new, old) = (0.0002, (2000, 3000)) if dinov3 else (0.0001, (500, 1000))
     lr_source = (f'{yaml}: lr 2e-4, warmup_steps [2000, 3000], llrd_l2_enabled False (the masked blocks at the lr); '
@@ -880,13 +892,13 @@ def coco_eomt(family: str, size: str, task: str) -> Dict[str, Pin]:
         pin(lr_source, 'optim_wrapper.paramwise_cfg', layer_decay_rate=0.8, layer_numbering='eomt', decay_all=True),
         pin(f'{EOMT_MAIN}: gradient_clip_val 0.01, algorithm norm', 'optim_wrapper.clip_grad', max_norm=0.01,
             norm_type=2),
-        pin(f'{yaml}: max_epochs {epochs} of {EOMT_COCO_EPOCH} iterations', 'train_cfg', type='IterBasedTrainLoop',
+        pin(f'{yaml}: max_epochs {epochs} of {epoch} iterations', 'train_cfg', type='IterBasedTrainLoop',
             max_iters=iters),
         pin(lr_source, 'param_scheduler.0', type='TwoStageWarmupPolyLR', warmup_new=new, warmup_backbone=old,
             power=0.9, by_epoch=False, begin=0),
         pin(f'{yaml}: max_epochs {epochs}', 'param_scheduler.0', end=iters),
         pin(f'{EOMT_NOTES}: a checkpoint with each evaluation', 'default_hooks.checkpoint', type='CheckpointHook',
-            by_epoch=False, interval=2 * EOMT_COCO_EPOCH),
+            by_epoch=False, interval=2 * epoch),
         pin(KEEP_CKPTS, 'default_hooks.checkpoint', max_keep_ckpts=3),
         pin(yaml, 'custom_hooks.2', type='EoMTMaskAnnealingHook', starts=starts, ends=ends),
         pins(yaml, {'mask annealing windows': tuple(f'block {i}: {s}-{e}'
@@ -999,7 +1011,10 @@ for _size in ('large', 'giant'):
 EOMT_CITY_YAML = f'{EOMT} configs/dinov2/cityscapes/semantic/eomt_large_1024.yaml'
 EOMT_CITY = f'{EOMT} datasets/cityscapes_semantic.py'
 MMSEG_CITY = f'{MMSEG} configs/_base_/datasets/cityscapes.py'
-CITY_EPOCH = 185   # 2975 images // 16: EoMT's loader drops the last incomplete batch
+# 4 GPUs x 4 (EoMT's README): Lightning's DistributedSampler pads 2975 images to 4 x 744, each rank's loader
+# drops its last incomplete batch (datasets/cityscapes_semantic.py line 89): 744 // 4; the yaml's windows are
+# multiples of 3317 = 107 x 186 / 6
+CITY_EPOCH = 186
 
 
 def cityscapes_eomt() -> Dict[str, Pin]:
@@ -1032,7 +1047,8 @@ def cityscapes_eomt() -> Dict[str, Pin]:
         pin(f'{EOMT} training/lightning_module.py window_imgs_semantic: ceil(long / 1024) windows spread evenly; '
             'on 1024 x L, L <= 2048 (every Cityscapes photo), crop and stride 1024 (docs/eomt_zoo.md)',
             'model.test_cfg', crop_size=crop, stride=crop),
-        pin(f'{EOMT_CITY_YAML}: max_epochs 107, of {CITY_EPOCH} iterations (2975 // 16, drop_last)', 'train_cfg',
+        pin(f'{EOMT_CITY_YAML}: max_epochs 107, of {CITY_EPOCH} iterations (ceil(2975 / 4) // 4, drop_last)',
+            'train_cfg',
             max_iters=iters),
         pin(f'{EOMT_CITY_YAML}: max_epochs 107', 'param_scheduler.0', end=iters),
         pin(EOMT_CITY_YAML, 'custom_hooks.3', starts=starts, ends=ends),

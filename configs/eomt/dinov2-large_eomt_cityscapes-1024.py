@@ -1,6 +1,6 @@
 # EoMT's Cityscapes semantic DINOv2-L model (configs/dinov2/cityscapes/semantic/eomt_large_1024.yaml, 84.2 mIoU):
-# the ADE20K model's network (dinov2-large_eomt_ade20k.py) at 1024 on Cityscapes' 19 classes, 107 epochs of 185
-# iterations (2975 images // 16) and the yaml's windows.
+# the ADE20K model's network (dinov2-large_eomt_ade20k.py) at 1024 on Cityscapes' 19 classes, 107 epochs of 186
+# iterations and the yaml's windows (each 3317 = 107 x 186 / 6).
 _base_ = [
     '../_base_/models/eomt_vit5.py', '../_base_/datasets/cityscapes_eomt.py',
     '../_base_/default_runtime.py', '../_base_/schedules/eomt_adamw_40k.py',
@@ -22,7 +22,10 @@ model = dict(
     # EoMT's windows: the short side at 1024, ceil(long / 1024) windows spread along the long side; on a
     # 1024 x L photo with L <= 2048 (every Cityscapes photo) they are these (docs/eomt_zoo.md)
     test_cfg=dict(mode='slide', crop_size=crop_size, stride=crop_size))
-max_iters = 107 * 185  # the yaml's max_epochs
+# EoMT's epoch: 4 GPUs x 4 images (its README), Lightning's DistributedSampler pads 2975 images to 4 x 744,
+# and each rank's loader drops its last incomplete batch (datasets/cityscapes_semantic.py line 89): 744 // 4 = 186
+epoch = 186
+max_iters = 107 * epoch  # the yaml's max_epochs
 param_scheduler = [
     dict(type='TwoStageWarmupPolyLR', warmup_new=500, warmup_backbone=1000, power=0.9, by_epoch=False,
          begin=0, end=max_iters),

@@ -8,6 +8,7 @@ from .validation import DatasetError, check_data, check_dataset_config
 import importlib.util  # noqa: E402
 
 if importlib.util.find_spec('mmdet') is not None:  # panoptic configs (mmdet: the [mask2former] extra)
+    from .coco_panoptic import EoMTCocoPanopticDataset  # noqa: F401  (registers it in mmdet)
     from .transforms import check_panoptic_loading
     check_panoptic_loading()
 

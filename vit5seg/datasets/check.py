@@ -25,7 +25,7 @@ from .validation import DatasetError, _default, _listing, check_folders, dataset
 ADE20K_SPLITS = {'training': 20210, 'validation': 2000}  # the official ADEChallengeData2016 counts
 IGNORE_INDEX = 255
 # mmdet's datasets that read a COCO-format annotation file (and, panoptic, a PNG per image)
-COCO_FORMAT = ('CocoDataset', 'CocoPanopticDataset', 'ADE20KPanopticDataset')
+COCO_FORMAT = ('CocoDataset', 'CocoPanopticDataset', 'EoMTCocoPanopticDataset', 'ADE20KPanopticDataset')
 
 
 @dataclass

@@ -29,9 +29,10 @@ test_pipeline = [
 train_dataloader = dict(
     batch_size=2, num_workers=4, persistent_workers=True, sampler=dict(type='InfiniteSampler', shuffle=True),
     batch_sampler=None,
-    dataset=dict(type='CocoPanopticDataset', data_root=data_root, ann_file='annotations/panoptic_train2017.json',
+    # every image with a segment, thing or stuff, as EoMT keeps them (mmdet's filter_empty_gt: a non-crowd thing)
+    dataset=dict(type='EoMTCocoPanopticDataset', data_root=data_root, ann_file='annotations/panoptic_train2017.json',
                  data_prefix=dict(img='train2017/', seg='annotations/panoptic_train2017/'),
-                 filter_cfg=dict(filter_empty_gt=True, min_size=0), pipeline=train_pipeline, backend_args=None))
+                 pipeline=train_pipeline, backend_args=None))
 val_dataloader = dict(
     batch_size=1, num_workers=2, persistent_workers=True, drop_last=False,
     sampler=dict(type='DefaultSampler', shuffle=False),
