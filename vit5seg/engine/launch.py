@@ -72,7 +72,8 @@ class MissingDependency(ToolError, ImportError):
 
 
 # what reads COCO's panoptic PNGs in mmdet, each importing panopticapi
-_PANOPTIC_TYPES = ('CocoPanopticDataset', 'EoMTCocoPanopticDataset', 'ADE20KPanopticDataset', 'LoadPanopticAnnotations', 'CocoPanopticMetric')
+_PANOPTIC_TYPES = ('CocoPanopticDataset', 'EoMTCocoPanopticDataset', 'ADE20KPanopticDataset', 'LoadPanopticAnnotations',
+                   'CocoPanopticMetric')
 
 
 def check_panoptic_dependency(cfg: Config) -> None:
