@@ -162,12 +162,26 @@ def test_an_op_the_exporter_cannot_take_names_the_op_and_the_module(tiny_checkpo
     assert exit_info.value.code == 1 and "error: the ONNX exporter cannot take op '_linalg_svd'" in capsys.readouterr().err
 
 
-def test_the_tool_exits_1_when_onnxruntime_and_pytorch_disagree(tiny_checkpoint, tmp_path, monkeypatch, capsys):
+def test_the_tool_exits_1_when_onnxruntime_and_mmseg_disagree(tiny_checkpoint, tmp_path, monkeypatch, capsys):
     import vit5seg.deploy.export as export
-    bad = dict(size='96x96', max_abs_diff=2e-3, label_agreement=0.9995, onnxruntime_s=0.1, pytorch_s=0.1)
-    monkeypatch.setattr(export, 'compare_with_pytorch', lambda *args, **kwargs: [bad])
+    bad = dict(size='96x96', max_abs_diff=2e-3, label_agreement=0.9995, onnxruntime_s=0.1, mmseg_s=0.1)
+    monkeypatch.setattr(export, 'compare_with_mmseg', lambda *args, **kwargs: [bad])
     assert main([str(TINY), str(tiny_checkpoint), '--out', str(tmp_path / 'm.onnx')]) == 1
-    assert 'error: ONNX Runtime and PyTorch differ at 96x96' in capsys.readouterr().out
+    assert "error: ONNX Runtime and mmseg's inference_model differ at 96x96" in capsys.readouterr().out
+
+
+def test_the_check_is_mmsegs_inference_model_and_a_changed_graph_fails_it(tiny_checkpoint, tmp_path, monkeypatch,
+                                                                          capsys):
+    """The tool holds ONNX Runtime to mmseg's own inference_model, not to the graph it exported: a
+    graph that normalises with the wrong mean (exported and checked in PyTorch alike) fails."""
+    from vit5seg.deploy import export
+    forward = export.OnnxSegmentor.forward
+
+    def shifted(self, image):
+        return forward(self, image + 8.0)
+    monkeypatch.setattr(export.OnnxSegmentor, 'forward', shifted)
+    assert main([str(TINY), str(tiny_checkpoint), '--out', str(tmp_path / 'm.onnx'), '--repeats', '1']) == 1
+    assert "error: ONNX Runtime and mmseg's inference_model differ at 96x96" in capsys.readouterr().out
 
 
 def test_predict_applies_the_configs_test_resize_and_mode_like_inference_model(tiny_checkpoint, dynamic_export):

@@ -131,9 +131,9 @@ def test_compare_reads_pq_as_it_reads_miou(trained, tmp_path):
 
 
 def test_the_panoptic_twin_exports_to_onnx_photo_in_and_predicts_as_mmdet(trained, capsys):
-    """tools/export_onnx.py --dynamic on the trained twin: ONNX Runtime gives the graph's PyTorch ids on
-    every pixel of three generated photos (the tool's check), and on a val photo of another size the ids
-    mmdet's inference_detector gives on >= 99.9% of pixels (the graph resizes as PIL does, in floats)."""
+    """tools/export_onnx.py --dynamic on the trained twin: ONNX Runtime gives the ids mmdet's own
+    inference_detector gives on >= 99.9% of the pixels of three generated photos (the tool's check: the
+    graph resizes as PIL does, in floats), and on a val photo of another size."""
     from vit5seg.apis import inference_model, init_model
     from vit5seg.deploy import OnnxSession
     from vit5seg.deploy.export import main
@@ -141,7 +141,9 @@ def test_the_panoptic_twin_exports_to_onnx_photo_in_and_predicts_as_mmdet(traine
     out = cwd / 'panoptic.onnx'
     assert main([str(CONFIG), str(cwd / 'run' / 'iter_200.pth'), '--out', str(out), '--dynamic', '--repeats', '1']) == 0
     table = capsys.readouterr().out
-    assert len(re.findall(r'^\| \d+x\d+ \| 100\.000% \|', table, re.M)) == 3, table
+    assert "ONNX Runtime against mmdet's inference_detector:" in table
+    shares = [float(s) for s in re.findall(r'^\| \d+x\d+ \| ([\d.]+)% \|', table, re.M)]
+    assert len(shares) == 3 and min(shares) >= 99.9, table
     session = OnnxSession(out)
     img = cv2.imread(str(sorted((cwd / 'data' / 'synthetic' / 'coco' / 'val2017').glob('*.jpg'))[1]))
     img = cv2.resize(img, (img.shape[1] * 3 // 2 + 7, img.shape[0] * 3 // 2 + 3))   # a size it was not traced at
@@ -158,9 +160,9 @@ def test_the_panoptic_twin_exports_to_onnx_photo_in_and_predicts_as_mmdet(traine
 
 
 def test_the_instance_twin_exports_to_onnx_with_the_same_top_instances(tmp_path, capsys):
-    """The instance twin (random weights, spread so that scores differ): ONNX Runtime's top 20 instances are
-    the graph's in PyTorch (the tool's check), and mmdet's top 10 are among ONNX Runtime's, label and
-    mask alike."""
+    """The instance twin (random weights, spread so that scores differ): mmdet's top 20 instances are
+    among ONNX Runtime's (the tool's check: label, mask on 99.9% of pixels, score within 5e-3), and so
+    are its top 10 on another photo."""
     import torch
 
     from conftest import perturb
