@@ -1254,6 +1254,26 @@ EXPECTED['tiny/dinov2_upernet_synthetic.py'] = join(
 
 
 # --- what the trainer builds from the values above (the card reads it from the built objects) ---
+def scheduler_arguments(kind: str) -> Dict[str, object]:
+    """The numeric arguments of the scheduler class ``kind`` and their defaults, in the order its
+    classes declare them (the mixin first): the factors the card lists for it."""
+    import inspect
+
+    import vit5seg  # noqa: F401  (registers TwoStageWarmupPolyLR)
+    from mmengine.registry import PARAM_SCHEDULERS
+    place = ('self', 'optimizer', 'param_name', 'begin', 'end', 'last_step', 'by_epoch', 'verbose', 'epoch_length')
+    out = {}
+    for klass in PARAM_SCHEDULERS.get(kind).__mro__:
+        if '__init__' not in vars(klass):
+            continue
+        for name, param in inspect.signature(klass.__init__).parameters.items():
+            if name in place or name in out or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if isinstance(param.default, (int, float)) and not isinstance(param.default, bool):
+                out[name] = param.default
+    return out
+
+
 def run_pins(entry: Dict[str, Pin]) -> Dict[str, Pin]:
     """The train loop, what max_iters counts and each scheduler's span in optimizer steps, from
     the entry's own pins: the accumulating loop wherever a step has several micro-batches."""
@@ -1264,7 +1284,10 @@ def run_pins(entry: Dict[str, Pin]) -> Dict[str, Pin]:
         if f'param_scheduler.{i}.type' not in value:
             break
         begin, end = value.get(f'param_scheduler.{i}.begin', 0), value[f'param_scheduler.{i}.end']
-        steps.append(f'{value[f"param_scheduler.{i}.type"]} lr steps {begin}-{end}')
+        kind = value[f'param_scheduler.{i}.type']
+        factors = ''.join(f' {name}={value.get(f"param_scheduler.{i}.{name}", default)!r}'
+                          for name, default in scheduler_arguments(kind).items())
+        steps.append(f'{kind} lr steps {begin}-{end}{factors}')
     return pins(DERIVED, {
         'train loop': 'AccumulatingIterBasedTrainLoop' if micro > 1 else value['train_cfg.type'],
         'max_iters counts': f'{value["train_cfg.max_iters"]} optimizer steps of {images} images ({micro} '

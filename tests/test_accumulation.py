@@ -16,7 +16,7 @@ from conftest import REPO, run_script
 from test_eomt import labelled_batch, tiny_eomt
 from vit5seg.engine.accumulation import AccumulationError, BatchPlan, apply_plan, batch_plan
 from vit5seg.engine.recipe import recipe_card
-from vit5seg.engine.runner import ViT5Runner
+from vit5seg.engine.runner import ViT5Runner, card
 from vit5seg.models.segmentor import tiny_segmentor
 
 ENTRY = REPO / 'configs' / 'vit5_upernet_ade20k.py'
@@ -88,9 +88,13 @@ def test_mmseg_beit_large_accumulates_the_mmengine_way_on_the_card(variant):
     lines = out.stdout.splitlines()
     assert lines[0] == f'recipe card: {config}' and 'set param' not in out.stdout and 'set param' in out.stderr
     assert 'WARNING: PolyLR ends at iteration 160000 of 320000: lr 0 after' in lines
+    # a component's line: what the config gives, then after '|' what the class fills in (mmseg's defaults)
+    assert '  train_dataloader.dataset.pipeline.3: RandomCrop crop_size=(640, 640) cat_max_ratio=0.75 | ' \
+           'ignore_index=255' in lines
     for line in ('  micro-batches per step: 2', '  images per iteration: 8', '  train loop: IterBasedTrainLoop',
                  '  max_iters counts: 320000 iterations of 1 micro-batch = 160000 optimizer steps of 16 images',
-                 "  schedulers in iterations: ('LinearLR lr iterations 0-3000', 'PolyLR lr iterations 3000-160000')"):
+                 "  schedulers in iterations: ('LinearLR lr iterations 0-3000 start_factor=1e-06 end_factor=1.0', "
+                 "'PolyLR lr iterations 3000-160000 eta_min=0.0 power=1.0')"):
         assert line in lines, line
 
 
@@ -294,22 +298,29 @@ def test_auto_scale_lr_follows_the_images_per_iteration_with_micro_batches(tmp_p
 
 
 def test_the_card_states_the_lr_used_and_warns_with_the_factor():
+    """The lr the card shows is the Runner's: read from the optimizer after ViT5Runner.scale_lr
+    (every group's lr, not the config's value times a factor computed apart)."""
     cfg = Config.fromfile(str(ENTRY))
     cfg.auto_scale_lr.enable = True
-    one = recipe_card(cfg, 1, 'auto').values()
+    one = card(cfg, 1, 'auto').values()
     assert (one['micro-batches per step'], one['images per iteration'], one['lr used']) == (8, 16, 6e-5)
-    card = recipe_card(cfg, 16, 'auto')
-    assert card.values()['images per iteration'] == 32 and card.values()['lr used'] == pytest.approx(1.2e-4)
-    warning, = card.warnings
+    assert {entry.rsplit(' ', 1)[1] for entry in one['lr by layer']} == {'6e-05'}   # every group of every layer
+    scaled = card(cfg, 16, 'auto')
+    assert scaled.values()['images per iteration'] == 32 and scaled.values()['lr used'] == pytest.approx(1.2e-4)
+    assert scaled.values()['lr scale'] == 2.0
+    assert {entry.rsplit(' ', 1)[1] for entry in scaled.values()['lr by layer']} == {'0.00012'}
+    card_text = scaled.text()
+    assert card_text.splitlines()[2] == f'WARNING: {scaled.warnings[0]}'   # the card prints its warnings
+    warning, = scaled.warnings
     assert warning.startswith("32 images per iteration are 2x the config's 16") and 'scaled by the same 2' in warning
     assert warning.endswith('fewer GPUs or a smaller train_dataloader.batch_size keep the protocol')
     warning, = recipe_card(cfg, 1, '1').warnings  # a plain tools/train.py run: fewer images
     assert warning.startswith("2 images per iteration are 0.125x the config's 16") and warning.endswith(
         '--accumulate auto keeps 16')
     cfg.auto_scale_lr.enable = False
-    card = recipe_card(cfg, 12, 'auto')
-    assert card.values()['lr used'] == 6e-5
-    warning, = card.warnings
+    twelve = card(cfg, 12, 'auto')
+    assert twelve.values()['lr used'] == 6e-5
+    warning, = twelve.warnings
     assert "24 images per iteration are 1.5x the config's 16" in warning and 'the lr stays as configured' in warning
     assert not recipe_card(cfg, 8, 'auto').warnings
 

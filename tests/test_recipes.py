@@ -11,6 +11,7 @@ from mmengine.config import Config
 from conftest import REPO, run_script
 from recipe_table import EXPECTED, DecayRule
 from vit5seg.engine.recipe import protocol_gpus, recipe_card
+from vit5seg.engine.runner import card
 
 CONFIGS = REPO / 'configs'
 SHIPPED = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob('*.py') if '_base_' not in p.parts)
@@ -20,9 +21,10 @@ RUN_KEYS = ('lr by layer', 'weight decay', 'no weight decay on', 'train loop', '
 
 
 def card_values(path: Path, run: bool = True) -> dict:
-    """The card of the config at its protocol's GPU count; ``run=False``: its config rows only."""
+    """The card of the config at its protocol's GPU count, read from the objects a training builds
+    (what print_config --card prints); ``run=False``: its config rows only."""
     cfg = Config.fromfile(str(path))
-    return recipe_card(cfg, protocol_gpus(cfg), build=run).values()
+    return (card(cfg, protocol_gpus(cfg)) if run else recipe_card(cfg, protocol_gpus(cfg))).values()
 
 
 def parameter_shapes(path: Path) -> list:
@@ -157,3 +159,25 @@ def test_any_single_changed_number_fails_the_table(relative, tmp_path):
             assert all(' says ' in p or 'source' in p for p in caught), caught
     (copy / relative).write_text(original)
     assert not survived, f'{relative}: changed alone, these numbers fail no card comparison: {survived}'
+
+
+def test_validation_turned_off_the_mmengine_way_trains_and_the_card_says_so(tmp_path):
+    """val_cfg, val_dataloader and val_evaluator None: mmengine trains without validation; the card
+    died in recipe.py with an AttributeError (issue #51)."""
+    import torch
+
+    from vit5seg.datasets import make_synthetic_ade20k
+    make_synthetic_ade20k(tmp_path / 'data' / 'synthetic_ade20k', num_train=2, num_val=1, size=64, seed=0)
+    config = CONFIGS / 'tiny' / 'vit5_upernet_synthetic.py'
+    off = ['val_cfg=None', 'val_dataloader=None', 'val_evaluator=None']
+    shown = run_script(REPO / 'tools' / 'print_config.py', config, '--card', '--cfg-options', *off)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    line = ("  validation: no validation: val_cfg, val_dataloader or val_evaluator is None (mmengine's way to turn "
+            "it off)")
+    assert line in shown.stdout.splitlines() and 'val_dataloader.' not in shown.stdout
+    run = run_script(REPO / 'tools' / 'train.py', config, '--work-dir', 'run', '--cfg-options', *off,
+                     'train_cfg.max_iters=2', 'train_dataloader.batch_size=2', cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert torch.load(tmp_path / 'run' / 'iter_2.pth', weights_only=False)['meta']['iter'] == 2
+    log = next((tmp_path / 'run').glob('*/*.log')).read_text()
+    assert line.strip() in log and 'Epoch(val)' not in log and 'Iter(val)' not in log

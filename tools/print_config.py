@@ -12,7 +12,8 @@ from mmengine.logging import MMLogger
 import vit5seg  # noqa: F401  (lets mmseg:: bases resolve)
 from vit5seg.engine.accumulation import config_micro_batches
 from vit5seg.engine.launch import run_tool
-from vit5seg.engine.recipe import protocol_gpus, recipe_card
+from vit5seg.engine.recipe import protocol_gpus
+from vit5seg.engine.runner import card
 
 
 def main(argv=None):
@@ -44,8 +45,8 @@ def main(argv=None):
         # accumulative_counts is kept (mmengine's way, or a run's saved config)
         accumulate = args.accumulate or (None if config_micro_batches(cfg) > 1 else 'auto')
         with contextlib.redirect_stdout(sys.stderr):  # mmseg's constructors print() their groups
-            card = recipe_card(cfg, args.gpus or protocol_gpus(cfg), accumulate, args.config).text()
-        print(card)
+            text = card(cfg, args.gpus or protocol_gpus(cfg), accumulate, args.config).text()
+        print(text)
     else:
         print(cfg.pretty_text)
     if args.save:

@@ -30,7 +30,7 @@ from ..models.eomt import EoMTHead
 from ..paths import describe_code
 from .accumulation import BatchPlan, apply_plan, batch_plan
 from .eomt import EoMTMaskAnnealingHook, annealing_windows
-from .run_objects import RunObjects, build_run_objects, lr_scale, wrappers
+from .run_objects import RunObjects, lr_scale, wrappers
 
 # What mmengine's Runner.from_cfg reads (and test.py --tta): a config's other top-level names
 # (crop_size, width, ...) only matter through these.
@@ -190,8 +190,16 @@ def _backbone_rows(backbone: dict) -> Iterator[Row]:
         yield Row('model', f'model.backbone.{name}', value, 'default')
 
 
-def _lr_used(cfg, scale: float) -> Iterator[Row]:
-    lr = cfg.get('optim_wrapper', {}).get('optimizer', {}).get('lr')
+def _lr_rows(cfg, plan: BatchPlan, run: Optional[RunObjects]) -> Iterator[Row]:
+    """The factor the lr rule applied and the base lr after it: read from the run (the optimizer's
+    own lr times the factor the Runner applied), or from the config where nothing was built."""
+    if run is not None:
+        scale = run.lr_scale
+        lr = wrappers(run.optim_wrapper)[0].optimizer.defaults.get('lr')
+    else:
+        scale = lr_scale(plan, cfg.get('auto_scale_lr'))
+        lr = cfg.get('optim_wrapper', {}).get('optimizer', {}).get('lr')
+    yield Row('batch and lr', 'lr scale', scale, 'derived')
     if lr is not None:
         yield Row('batch and lr', 'lr used', _plain(lr * scale), 'derived')
 
@@ -267,10 +275,32 @@ def _schedule_rows(run: RunObjects, plan: BatchPlan) -> Iterator[Row]:
     for scheduler in run.schedulers:
         end = 'the end' if scheduler.end >= INF else scheduler.end
         unit = 'epochs' if scheduler.by_epoch else 'steps' if plan.iteration_is_step else 'iterations'
-        steps.append(f'{type(scheduler).__name__} {scheduler.param_name} {unit} {scheduler.begin}-{end}')
+        factors = ''.join(f' {name}={value!r}' for name, value in scheduler_factors(scheduler).items())
+        steps.append(f'{type(scheduler).__name__} {scheduler.param_name} {unit} {scheduler.begin}-{end}{factors}')
     if steps:
         unit = 'optimizer steps' if plan.iteration_is_step else 'iterations'
         yield Row('schedule', f'schedulers in {unit}', tuple(steps), 'derived')
+
+
+# a scheduler's arguments that place it or say what it steps, not what it computes
+_SCHEDULER_PLACE = ('self', 'optimizer', 'param_name', 'begin', 'end', 'last_step', 'by_epoch', 'verbose',
+                    'epoch_length')
+
+
+def scheduler_factors(scheduler) -> Dict[str, object]:
+    """The numbers a built scheduler computes with (``start_factor``, ``power``, ``eta_min``, ...):
+    each argument of its class that it keeps under the same name, read from the object."""
+    out = {}
+    for klass in type(scheduler).__mro__:  # mmengine's LR schedulers take *args through a mixin
+        if '__init__' not in vars(klass):
+            continue
+        for name, param in inspect.signature(klass.__init__).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or name in _SCHEDULER_PLACE or name in out:
+                continue
+            value = getattr(scheduler, name, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[name] = value
+    return out
 
 
 def run_rows(run: RunObjects, plan: BatchPlan) -> List[Row]:
@@ -393,25 +423,27 @@ def _component_lines(rows: List[Row]) -> List[str]:
 
 
 def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: str = '',
-                run: Optional[RunObjects] = None, build: bool = True, plan: Optional[BatchPlan] = None) -> RecipeCard:
+                run: Optional[RunObjects] = None, plan: Optional[BatchPlan] = None) -> RecipeCard:
     """The card of ``cfg`` (an mmengine Config, ``--cfg-options`` applied) launched on
     ``gpus`` processes with ``accumulate`` ('auto' or a number of micro-batches, as
     ``tools/train.py --accumulate``; None: no flag), or with the run's own ``plan``. ``run``:
-    the objects the trainer built (the Runner's own); else they are built here
-    (:func:`build_run_objects`), unless ``build=False`` (the config's values only)."""
+    the objects the trainer built (``ViT5Runner.run_objects``; for a card before the run,
+    ``vit5seg.engine.runner.card`` builds them as the trainer does); without it, the config's
+    values only."""
     plan = plan or batch_plan(cfg, gpus, accumulate)
     cfg = copy.deepcopy(cfg)
     apply_plan(cfg, plan)  # the loop and accumulative_counts the run trains with
-    scale = lr_scale(plan, cfg.get('auto_scale_lr'))
     rows = [Row('batch and lr', 'GPUs', plan.gpus, 'derived'),
             Row('batch and lr', 'images per GPU', plan.per_gpu, 'derived'),
             Row('batch and lr', 'micro-batches per step', plan.micro_batches, 'derived'),
-            Row('batch and lr', 'images per iteration', plan.images_per_iteration, 'derived'),
-            Row('batch and lr', 'lr scale', scale, 'derived')]
-    rows += _lr_used(cfg, scale)
+            Row('batch and lr', 'images per iteration', plan.images_per_iteration, 'derived')]
+    rows += _lr_rows(cfg, plan, run)
     scope = cfg.get('default_scope') or 'mmseg'
+    if cfg.get('train_cfg') and not (cfg.get('val_cfg') and cfg.get('val_dataloader') and cfg.get('val_evaluator')):
+        rows.append(Row('evaluation', 'validation', 'no validation: val_cfg, val_dataloader or val_evaluator is None '
+                                                    '(mmengine\'s way to turn it off)', 'derived'))
     for top in RUNNER_KEYS:
-        if top not in cfg:
+        if cfg.get(top) is None:
             continue
         if top.startswith('test_') and top.replace('test_', 'val_') in cfg and \
                 cfg[top] == cfg[top.replace('test_', 'val_')]:
@@ -426,8 +458,6 @@ def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: 
             rows += [Row('evaluation', key, value, 'default')
                      for key, value in _transform_defaults(cfg[top], top, scope)]
     rows += _backbone_rows(cfg.model.get('backbone', {}))
-    if run is None and build and cfg.get('optim_wrapper') and cfg.get('train_cfg'):
-        run = build_run_objects(cfg, plan)
     if run is not None:
         rows += run_rows(run, plan)
     rule = _scale_rule(cfg.get('train_dataloader', {}).get('dataset', {}).get('pipeline'))
@@ -449,4 +479,4 @@ def protocol_gpus(cfg) -> int:
 
 
 __all__ = ['RecipeCard', 'Row', 'batch_warnings', 'lr_scale', 'protocol_gpus', 'recipe_card', 'run_rows',
-           'schedule_warnings']
+           'schedule_warnings', 'scheduler_factors']

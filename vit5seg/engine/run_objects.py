@@ -1,19 +1,16 @@
 """What a training run builds before its first step, for the recipe card to read.
 
-``ViT5Runner`` builds its optimizer wrapper, scales its lr and builds its param schedulers
-with the functions here; :func:`build_run_objects` builds the same objects for
-``tools/print_config.py --card`` without data or weights: the model on the meta device
-(shapes and names, no memory), the optimizer wrapper from the config's own constructor, the
-lr scaled by the run's plan, the schedulers converted to optimizer steps. The card prints
-from these objects (:func:`vit5seg.engine.recipe.run_rows`), so what it shows is what the
-trainer builds.
+``ViT5Runner.build_training_objects`` builds them (the train loop, the optimizer wrapper, the lr
+rule of :func:`scale_lrs`, the param schedulers of :func:`build_schedulers`) for a training and,
+through ``CardRunner``, for ``tools/print_config.py --card``; the card prints from
+:class:`RunObjects` (:func:`vit5seg.engine.recipe.run_rows`), so what it shows is what the
+trainer built.
 """
 import copy
 from typing import NamedTuple, Optional, Sequence
 
 import torch
-from mmengine.optim import OptimWrapperDict, build_optim_wrapper
-from mmengine.optim.scheduler.param_scheduler import INF
+from mmengine.optim import OptimWrapperDict
 from mmengine.registry import PARAM_SCHEDULERS
 
 from .accumulation import BatchPlan
@@ -25,7 +22,8 @@ class RunObjects(NamedTuple):
     schedulers: list                # built param schedulers, in optimizer steps
     loop: str                       # the train loop's type
     max_iters: int
-    epoch: Optional[str]            # one pass over the data in optimizer steps, where a scheduler converts epochs
+    epoch: Optional[str]            # one pass over the data in iterations, where a scheduler converts epochs
+    lr_scale: float = 1.0           # the factor the Runner's lr rule applied (auto_scale_lr)
 
 
 def wrappers(optim_wrapper) -> list:
@@ -86,66 +84,10 @@ def build_schedulers(specs, optim_wrapper, epoch_length: Optional[int], max_iter
     return built
 
 
-def _meta_model(model_cfg) -> torch.nn.Module:
-    from mmseg.registry import MODELS
-    try:
-        with torch.device('meta'):  # names and shapes only: no memory, no initialisation cost
-            return MODELS.build(copy.deepcopy(model_cfg))
-    except (RuntimeError, NotImplementedError):  # a head that reads a value while it builds (.item())
-        return MODELS.build(copy.deepcopy(model_cfg))
-
-
-def _card_wrapper_cfg(optim_cfg: dict) -> dict:
-    """``AmpOptimWrapper`` asserts a GPU when built; its param groups are an OptimWrapper's."""
-    optim_cfg = copy.deepcopy(optim_cfg)
-    if optim_cfg.get('type') == 'AmpOptimWrapper' and not torch.cuda.is_available():
-        optim_cfg['type'] = 'OptimWrapper'
-        for key in ('loss_scale', 'dtype', 'use_fsdp'):
-            optim_cfg.pop(key, None)
-    return optim_cfg
-
-
-def train_dataset_size(cfg) -> int:
-    from mmseg.registry import DATASETS
-    return len(DATASETS.build(copy.deepcopy(cfg.train_dataloader.dataset)))
-
-
-def build_run_objects(cfg, plan: BatchPlan) -> RunObjects:
-    """The objects ``ViT5Runner.train`` builds from ``cfg`` (the plan applied) before its first
-    step, without data (unless a scheduler converts epochs: then the train set is read for its
-    size) and without weights."""
-    from mmengine.registry import DefaultScope
-    from mmseg.utils import register_all_modules
-    register_all_modules(init_default_scope=False)
-    with DefaultScope.overwrite_default_scope(cfg.get('default_scope') or 'mmseg'):  # as the Runner's
-        return _build(cfg, plan)
-
-
-def _build(cfg, plan: BatchPlan) -> RunObjects:
-    model = _meta_model(cfg.model)
-    optim_wrapper = build_optim_wrapper(model, _card_wrapper_cfg(cfg.optim_wrapper))
-    scale_lrs(optim_wrapper, plan, cfg.get('auto_scale_lr'))
-    specs = scheduler_specs(cfg.get('param_scheduler'))
-    epoch, epoch_length = None, None
-    if any_converts_epochs(specs):
-        try:
-            size = train_dataset_size(cfg)
-        except Exception as e:  # no data here: the card says so instead of guessing
-            epoch = f'unknown: the train dataset cannot be read here ({type(e).__name__}: {e})'
-            specs = [s for s in specs if not converts_epochs(s)]
-        else:
-            epoch_length = epoch_steps(size, plan)
-            epoch = describe_epoch(size, plan, epoch_length)
-    max_iters = cfg.train_cfg.get('max_iters', INF)
-    schedulers = build_schedulers(specs, optim_wrapper, epoch_length, max_iters) if specs else []
-    return RunObjects(model, optim_wrapper, schedulers, cfg.train_cfg.get('type', 'IterBasedTrainLoop'), max_iters,
-                      epoch)
-
-
 def describe_epoch(size: int, plan: BatchPlan, steps: int) -> str:
     unit = 'optimizer steps' if plan.iteration_is_step else 'iterations'
     return f'{size} images / {plan.images_per_iteration} per iteration = {steps} {unit}'
 
 
-__all__ = ['RunObjects', 'any_converts_epochs', 'build_run_objects', 'build_schedulers', 'describe_epoch',
-           'epoch_steps', 'lr_scale', 'scale_lrs', 'scheduler_specs', 'train_dataset_size', 'wrappers']
+__all__ = ['RunObjects', 'any_converts_epochs', 'build_schedulers', 'converts_epochs', 'describe_epoch', 'epoch_steps',
+           'lr_scale', 'scale_lrs', 'scheduler_specs', 'wrappers']

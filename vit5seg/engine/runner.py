@@ -25,15 +25,19 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
   DataLoader of 2 workers: 10 s; 0.01 s when its last reference goes). A Python process that
   ran a training stalled at some later moment; here the workers stop when the run ends.
 """
+import copy
+from typing import Optional
+
+import torch
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, IterBasedTrainLoop, Runner
-from mmengine.registry import RUNNERS  # the root registries: mmseg and mmdet configs both find them
+from mmengine.registry import DATASETS, RUNNERS  # the root registries: mmseg and mmdet configs both find them
 
-from .accumulation import LOOP_TYPE, BatchPlan, check_resumed_plan
+from .accumulation import LOOP_TYPE, BatchPlan, apply_plan, batch_plan, check_resumed_plan
 from .recipe import recipe_card
-from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, describe_epoch, epoch_steps, scale_lrs,
-                          wrappers)
+from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, converts_epochs, describe_epoch,
+                          epoch_steps, scale_lrs, scheduler_specs, wrappers)
 
 
 def end_loader_workers(holder) -> None:
@@ -72,17 +76,7 @@ class RecipeCardHook(Hook):
     def before_run(self, runner) -> None:
         if not (isinstance(runner._train_loop, BaseLoop) and _trains(runner.cfg)):
             return  # a test or validation run
-        plan = runner.batch_plan
-        epoch = None
-        if any_converts_epochs(runner.cfg.get('param_scheduler')):
-            size = len(runner.train_dataloader.dataset)
-            epoch = describe_epoch(size, plan, epoch_steps(size, plan))
-        schedulers = runner.param_schedulers or []
-        if isinstance(schedulers, dict):
-            schedulers = [s for group in schedulers.values() for s in group]
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        run = RunObjects(model, runner.optim_wrapper, list(schedulers), type(runner.train_loop).__name__,
-                         runner.max_iters, epoch)
+        plan, run = runner.batch_plan, runner.run_objects()
         card = recipe_card(runner.cfg, plan.gpus, config=runner.cfg.filename or '', run=run, plan=plan)
         text = card.text()
         runner.logger.info(text)
@@ -98,9 +92,33 @@ class ViT5Runner(Runner):
 
     def train(self):
         try:
-            return super().train()
+            self.build_training_objects()
+            return super().train()  # mmengine's build_* calls return the objects built here
         finally:
             self._end_workers(self._train_loop, self._val_loop)
+
+    def build_training_objects(self) -> RunObjects:
+        """What ``train`` builds before its first step, in mmengine's order: the train loop, the
+        optimizer wrapper, the lr rule, the param schedulers. The run trains with them and its
+        recipe card reads them; ``tools/print_config.py --card`` builds them by this same method
+        (:func:`card_run_objects`)."""
+        self._train_loop = self.build_train_loop(self._train_loop)
+        self.optim_wrapper = self.build_optim_wrapper(self.optim_wrapper)
+        self.scale_lr(self.optim_wrapper, self.auto_scale_lr)
+        if self.param_schedulers is not None:
+            self.param_schedulers = self.build_param_scheduler(self.param_schedulers)
+        return self.run_objects()
+
+    def run_objects(self) -> RunObjects:
+        """The built objects the recipe card reads (after :meth:`build_training_objects`)."""
+        schedulers = self.param_schedulers or []
+        if isinstance(schedulers, dict):
+            schedulers = [s for group in schedulers.values() for s in group]
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        size, length = getattr(self, '_epoch', (None, None))
+        epoch = describe_epoch(size, self.batch_plan, length) if isinstance(size, int) else size
+        return RunObjects(model, self.optim_wrapper, list(schedulers), type(self.train_loop).__name__,
+                          self.max_iters, epoch, getattr(self, '_lr_scale', 1.0))
 
     # mmengine's Runner.iter builds the train loop, whose infinite iterator starts the train loader's
     # workers, when a hook asks for the iteration outside training (mmseg's SegVisualizationHook does
@@ -151,17 +169,153 @@ class ViT5Runner(Runner):
             return super()._build_param_scheduler(scheduler, optim_wrapper)
         epoch_length = None
         if any_converts_epochs(scheduler):
-            epoch_length = epoch_steps(len(self.train_dataloader.dataset), self.batch_plan)
+            size = len(self.train_dataloader.dataset)
+            epoch_length = epoch_steps(size, self.batch_plan)
+            self._epoch = (size, epoch_length)  # what the card shows: the length the schedulers were built with
         return build_schedulers(scheduler, optim_wrapper, epoch_length, self.max_iters)
 
     def scale_lr(self, optim_wrapper, auto_scale_lr=None) -> None:
-        """Every lr times images per iteration / ``base_batch_size`` (micro-batches
-        included) where ``auto_scale_lr.enable``."""
+        """Every lr times images per optimizer step / ``base_batch_size`` (micro-batches
+        included) where ``auto_scale_lr.enable``; once (``train`` calls it after
+        :meth:`build_training_objects` did). The factor is kept for the card."""
+        if hasattr(self, '_lr_scale'):
+            return
+        self._lr_scale = 1.0
         if not auto_scale_lr or not auto_scale_lr.get('enable', False):
             return
         plan = self.batch_plan
-        ratio = scale_lrs(optim_wrapper, plan, auto_scale_lr)
-        self.logger.info(f'auto_scale_lr: {plan.describe()}; base_batch_size {plan.target}: every lr x {ratio:g}')
+        self._lr_scale = scale_lrs(optim_wrapper, plan, auto_scale_lr)
+        self.logger.info(f'auto_scale_lr: {plan.describe()}; base_batch_size {plan.target}: every lr x '
+                         f'{self._lr_scale:g}')
 
 
-__all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner', 'end_loader_workers']
+@DATASETS.register_module()
+class RecipeCardStandInDataset(torch.utils.data.Dataset):
+    """The card's train data where the config's is not read: the loop is built over it and never
+    iterated."""
+    metainfo: dict = {}
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index):
+        raise IndexError('the recipe card builds the train loop without data and never iterates it')
+
+
+class CardRunner(ViT5Runner):
+    """ViT5Runner for ``tools/print_config.py --card``: it builds what a training builds before its
+    first step (:meth:`build_training_objects`, the same code) and nothing else. What differs is
+    where it builds: the model on the meta device (names and shapes, no memory), no device move or
+    DDP, ``card_gpus`` processes for the lr rule, the train loader without workers (the config's data
+    where a scheduler counts epochs and the data can be read, else a stand-in the loop never
+    iterates; the card then says the epoch is unknown), a throwaway work dir."""
+
+    @property
+    def world_size(self) -> int:
+        return int(self.cfg.get('card_gpus', 1))
+
+    def build_model(self, model):
+        if isinstance(model, torch.nn.Module):
+            return model
+        try:  # a copy each time: a segmentor's constructor edits its config (mmseg moves `pretrained`)
+            with torch.device('meta'):
+                return super().build_model(copy.deepcopy(model))
+        except (RuntimeError, NotImplementedError):  # a head that reads a value while it builds (.item())
+            return super().build_model(copy.deepcopy(model))
+
+    def wrap_model(self, model_wrapper_cfg, model):
+        return model
+
+    # it writes nothing: no config dump, no environment log, no visualizer backend (each formats the
+    # whole config with yapf, 95% of a card's time)
+    def _log_env(self, env_cfg) -> None:
+        pass
+
+    def dump_config(self) -> None:
+        pass
+
+    def build_visualizer(self, visualizer=None):
+        from mmengine.visualization import Visualizer
+        return Visualizer.get_instance(self._experiment_name)
+
+    def _build_param_scheduler(self, scheduler, optim_wrapper) -> list:
+        unknown = self.cfg.get('card_data_unknown')
+        if unknown and any_converts_epochs(scheduler):  # no epoch to convert: the card says why
+            scheduler = [s for s in scheduler_specs(scheduler) if not converts_epochs(s)]
+            self._epoch = (f'unknown: the train dataset cannot be read here ({unknown})', None)
+        return super()._build_param_scheduler(scheduler, optim_wrapper)
+
+
+def _card_cfg(cfg, plan: BatchPlan, work_dir: str):
+    """``cfg`` as :class:`CardRunner` builds it: the plan's loop and counts, no weights to load,
+    logs at warnings only, a loader without workers over the config's data (read only where a
+    scheduler counts epochs) or the stand-in."""
+    cfg = copy.deepcopy(cfg)
+    apply_plan(cfg, plan)
+    cfg.update(work_dir=work_dir, load_from=None, resume=False, log_level='WARNING', card_gpus=plan.gpus,
+               launcher='none')
+    if cfg.optim_wrapper.get('type') == 'AmpOptimWrapper' and not torch.cuda.is_available():
+        cfg.optim_wrapper.type = 'OptimWrapper'  # AmpOptimWrapper asserts a GPU when built; same param groups
+        for key in ('loss_scale', 'dtype', 'use_fsdp'):
+            cfg.optim_wrapper.pop(key, None)
+    loader = cfg.train_dataloader
+    loader.update(num_workers=0, persistent_workers=False)
+    if any_converts_epochs(cfg.get('param_scheduler')):
+        import importlib
+        from mmengine.registry import DefaultScope
+        scope = cfg.get('default_scope') or 'mmseg'
+        try:  # can it be read? the Runner builds it again
+            with DefaultScope.overwrite_default_scope(scope):
+                importlib.import_module(f'{scope}.registry').DATASETS.build(copy.deepcopy(loader.dataset))
+            return cfg
+        except Exception as e:  # no data here
+            cfg.card_data_unknown = f'{type(e).__name__}: {e}'
+    loader.dataset = dict(type='RecipeCardStandInDataset')
+    return cfg
+
+
+def card_run_objects(cfg, plan: BatchPlan) -> RunObjects:
+    """The objects a training of ``cfg`` under ``plan`` builds before its first step, built by
+    :class:`CardRunner` (the Runner's own code); nothing of it is left behind: its work dir,
+    logger and visualizer are removed and the random state is restored."""
+    import random
+    import tempfile
+
+    import numpy as np
+    from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    with tempfile.TemporaryDirectory(prefix='vit5seg-card-') as work_dir:
+        runner = CardRunner.from_cfg(_card_cfg(cfg, plan, work_dir))
+        try:
+            return runner.build_training_objects()
+        finally:
+            forget_runner(runner)
+            random.setstate(states[0])
+            np.random.set_state(states[1])
+            torch.set_rng_state(states[2])
+
+
+def forget_runner(runner) -> None:
+    """Close and unregister the named logger and visualizer a Runner made, which a later Runner of
+    the same second in this process would otherwise reuse (pointing into a removed folder), and
+    remove its timestamped log folder."""
+    import shutil
+    for instance in (runner.logger, runner.visualizer):
+        for handler in getattr(instance, 'handlers', []):
+            handler.close()
+        type(instance)._instance_dict.pop(instance.instance_name, None)
+    shutil.rmtree(runner.log_dir, ignore_errors=True)
+
+
+def card(cfg, gpus: int, accumulate: Optional[str] = 'auto', config: str = ''):
+    """The recipe card of ``cfg`` launched on ``gpus`` processes with ``accumulate`` (as
+    ``tools/train.py --accumulate``; None: no flag), read from the objects the training would
+    build (:func:`card_run_objects`): what ``tools/print_config.py --card`` prints."""
+    plan = batch_plan(cfg, gpus, accumulate)
+    run = card_run_objects(cfg, plan) if _trains(cfg) else None
+    return recipe_card(cfg, gpus, config=config, run=run, plan=plan)
+
+
+__all__ = ['BatchPlanHook', 'CardRunner', 'RecipeCardHook', 'ViT5Runner', 'card', 'card_run_objects',
+           'end_loader_workers', 'forget_runner']
