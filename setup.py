@@ -37,11 +37,19 @@ def _commit():
     return paths.copied_commit(HERE / 'vit5seg')  # git archive's COMMIT, or a copy's record
 
 
+def _hint():
+    spec = importlib.util.spec_from_file_location('_vit5seg_mmcv_hint', HERE / 'vit5seg_mmcv_hint.py')
+    hint = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hint)
+    return hint
+
+
 class BuildPyWithRepositoryFiles(build_py):
     def run(self):
         super().run()
         if getattr(self, 'editable_mode', False):
-            return
+            return  # an editable wheel carries no extra file: bootstrap.sh writes the .pth
+        _hint().write_pth(self.build_lib)  # site-packages runs it at start: vit5seg_mmcv_hint.py says why
         mim = Path(self.build_lib) / 'vit5seg' / '.mim'
         for folder in ('configs', 'tools'):
             shutil.rmtree(mim / folder, ignore_errors=True)

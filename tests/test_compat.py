@@ -4,6 +4,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import REPO
 
 
@@ -186,3 +188,27 @@ def test_full_mmcv_keeps_its_compiled_kernels_and_gets_no_stand_in(tmp_path):
         assert ext.CALLS == ['ms_deform_attn_forward', 'sigmoid_focal_loss_forward', 'psamask_forward'], ext.CALLS
         assert not any(ops.FALLBACK_CALLS.values()), ops.FALLBACK_CALLS   # no stand-in ran
     """)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('api', ['from mmdet.apis import DetInferencer', 'from mmseg.apis import MMSegInferencer'])
+def test_a_fresh_interpreter_importing_an_ecosystem_api_first_is_told_what_to_do(api):
+    """With mmcv-lite, mmdet's and mmseg's APIs import mmcv's compiled ops: in a fresh interpreter
+    without ``import vit5seg`` they stopped at mmcv's ``No module named 'mmcv._ext'``. The installed
+    vit5seg-mmcv-hint.pth makes that one message saying what to do; after ``import vit5seg`` both work."""
+    import subprocess
+    import sys
+
+    import vit5seg_mmcv_hint
+    from vit5seg.compat import has_compiled_mmcv_ops
+    pytest.importorskip('mmdet')
+    alone = subprocess.run([sys.executable, '-c', api], capture_output=True, text=True, timeout=300)
+    if has_compiled_mmcv_ops():   # full mmcv: nothing to say
+        assert alone.returncode == 0, alone.stderr[-2000:]
+    else:
+        assert alone.returncode == 1
+        assert alone.stderr.strip().splitlines()[-1] == f'ModuleNotFoundError: {vit5seg_mmcv_hint.MESSAGE}', \
+            alone.stderr[-2000:]
+    after = subprocess.run([sys.executable, '-c', f'import vit5seg; {api}'], capture_output=True, text=True,
+                           timeout=300)
+    assert after.returncode == 0, after.stderr[-2000:]

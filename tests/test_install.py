@@ -20,7 +20,8 @@ import pytest
 from conftest import REPO
 from vit5seg.datasets import CUSTOM_CLASSES, make_synthetic_ade20k, make_synthetic_data  # test data only
 
-SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'MANIFEST.in', 'vit5seg', 'configs', 'tools', 'requirements')
+SOURCES = ('pyproject.toml', 'setup.py', 'README.md', 'MANIFEST.in', 'vit5seg', 'vit5seg_mmcv_hint.py', 'configs',
+           'tools', 'requirements')
 PROBE = """
 import json, vit5seg
 from mmengine.config import Config
@@ -94,7 +95,7 @@ def test_a_wheel_built_from_the_sdist_runs_the_tools_from_another_folder(tmp_pat
         names = set(whl.namelist())
     assert {'vit5seg/.mim/configs/tiny/vit5_upernet_synthetic.py', 'vit5seg/.mim/tools/train.py',
             'vit5seg/.mim/tools/dist_train.sh', 'vit5seg/.mim/requirements/lock.txt',
-            'vit5seg/.mim/build_info.json'} <= names
+            'vit5seg/.mim/build_info.json', 'vit5seg_mmcv_hint.py', 'vit5seg-mmcv-hint.pth'} <= names
     assert 'vit5seg/.mim/tools/bootstrap.sh' not in names
 
     venv = tmp_path / 'venv'

@@ -52,6 +52,8 @@ rm -f .venv-error.log
 extras=""
 [ "$job" = test ] && extras="[tests]"
 pip_quiet .venv .venv/pip.log -c requirements/lock.txt -e ".$extras"
+# an editable install's wheel carries no .pth of its own: the mmcv._ext hint beside it (vit5seg_mmcv_hint.py)
+.venv/bin/python vit5seg_mmcv_hint.py >/dev/null
 # mmdet's panoptic dataset and metric import panopticapi; the registries carry it as panopticapi-lite, whose
 # metadata pins numpy<2 that its code does not need (docs/panoptic.md): installed without its dependencies
 pip_quiet .venv .venv/pip.log -c requirements/lock.txt --no-deps panopticapi-lite
