@@ -201,7 +201,7 @@ def test(argv=None):
         _forget_run(runner)
         if not existed:
             shutil.rmtree(cfg.work_dir, ignore_errors=True)
-        raise type(e)(f'{cfg.load_from}: {e}') from None
+        raise type(e)(str(e) if str(cfg.load_from) in str(e) else f'{cfg.load_from}: {e}') from None
 
 
 def _forget_run(runner) -> None:
