@@ -17,6 +17,7 @@ from ..models.checkpoint import CheckpointError, no_checkpoint_file
 from .accumulation import BatchPlan, apply_plan, batch_plan, launcher_world_size
 from .amp import add_amp_arguments, enable_amp
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
+from .runner import forget_runner
 
 
 def _common(parser: argparse.ArgumentParser):
@@ -198,21 +199,10 @@ def test(argv=None):
     try:
         return runner.test()
     except CheckpointError as e:  # nothing tested: nothing left behind, the message names the file
-        _forget_run(runner)
+        forget_runner(runner)
         if not existed:
             shutil.rmtree(cfg.work_dir, ignore_errors=True)
         raise type(e)(str(e) if str(cfg.load_from) in str(e) else f'{cfg.load_from}: {e}') from None
-
-
-def _forget_run(runner) -> None:
-    """Remove what a Runner that did nothing wrote (its timestamped log folder) and the named
-    logger and visualizer it registered, which a later Runner of the same second in this
-    process would otherwise reuse, pointing into the removed folder."""
-    for instance in (runner.logger, runner.visualizer):
-        for handler in getattr(instance, 'handlers', []):
-            handler.close()
-        type(instance)._instance_dict.pop(instance.instance_name, None)
-    shutil.rmtree(runner.log_dir, ignore_errors=True)
 
 
 def error_message(e: BaseException) -> str:
