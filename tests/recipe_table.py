@@ -877,7 +877,8 @@ def coco_eomt(family: str, size: str, task: str) -> Dict[str, Pin]:
             mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), bgr_to_rgb=True),
         pin(f'{EOMT_TRANSFORMS}: targets padded with "no mask"', 'model.data_preprocessor', pad_mask=True,
             mask_pad_value=0, pad_seg=True, seg_pad_value=255),
-        pin(f'{MMDET}: MaskFormerFusionHead is EoMT\'s post-processing ({EOMT} training/mask_classification_panoptic.py)',
+        pin(f'{MMDET}: MaskFormerFusionHead is EoMT\'s post-processing '
+            f'({EOMT} training/mask_classification_panoptic.py)',
             'model.panoptic_fusion_head', type='MaskFormerFusionHead', loss_panoptic=None, init_cfg=None),
         pin(f'{EOMT_PANOPTIC}: mask_thresh 0.8, overlap_thresh 0.8; {EOMT} mask_classification_instance.py: '
             'eval_top_k_instances 100', 'model.test_cfg', semantic_on=False, object_mask_thr=0.8, iou_thr=0.8,

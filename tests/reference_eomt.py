@@ -341,7 +341,8 @@ class RefDinoV3(nn.Module):
         return self.final_norm(x)
 
 
-# --- panoptic and instance evaluation, written from EoMT's eval_step (tue-mps/eomt training/mask_classification_*.py) ------------------
+# --- panoptic and instance evaluation, written from EoMT's eval_step --------------------------------------
+# (tue-mps/eomt training/mask_classification_panoptic.py and _instance.py)
 
 def resize_and_pad(img, size):
     """EoMT's evaluation input from a uint8 RGB photo (3, H, W): the long side to ``size``

@@ -1,5 +1,6 @@
 """An independent, deliberately plain re-implementation of ViT-5 from
-the ViT-5 paper (arXiv 2602.08071) and its authors' released weights' layout, used only as the oracle of the equivalence tests.
+the ViT-5 paper (arXiv 2602.08071) and its authors' released weights' layout, used only as
+the oracle of the equivalence tests.
 
 It shares no code with vit5seg or timm's RoPE: explicit softmax attention, rotations
 written out per channel pair, parameters named as the authors' checkpoints.

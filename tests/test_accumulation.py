@@ -205,7 +205,8 @@ def _points_cfg(work_dir, loop, max_iters, micro, **extra):
     return Config(dict(
         model=dict(type='Regressor'), work_dir=str(work_dir), default_scope='mmseg',
         train_dataloader=dict(dataset=dict(type='Points'), batch_size=2, num_workers=0,
-                              sampler=dict(type='DefaultSampler' if 'Epoch' in loop else 'InfiniteSampler', shuffle=False),
+                              sampler=dict(type='DefaultSampler' if 'Epoch' in loop else 'InfiniteSampler',
+                                           shuffle=False),
                               collate_fn=dict(type='default_collate')),
         train_cfg=dict(type=loop, val_interval=1000, **max_iters),
         optim_wrapper=dict(optimizer=dict(type='AdamW', lr=0.05), accumulative_counts=micro),
@@ -230,7 +231,8 @@ def test_accumulative_counts_in_the_config_trains_as_mmengine_trains_it(tmp_path
             runner.train()
             runs[name] = runner
     ours, theirs = runs['ours'], runs['mmengine']
-    assert type(ours.train_loop).__name__ == loop and ours.iter == theirs.iter == (10 if length.get('max_iters') else 32)
+    assert type(ours.train_loop).__name__ == loop
+    assert ours.iter == theirs.iter == (10 if length.get('max_iters') else 32)
     assert ours.optim_wrapper._inner_count == theirs.optim_wrapper._inner_count == ours.iter
     steps = {int(s['step']) for s in ours.optim_wrapper.optimizer.state_dict()['state'].values()}
     assert steps == {-(-ours.iter // 4)}  # AdamW's own count: 3 (the last over 2 micro-batches), or 8

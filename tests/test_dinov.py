@@ -1,5 +1,6 @@
 """DINOv2 and DINOv3 presets of ViT5 against the models of timm and transformers and against
-Meta's definitions (issue #39; facebookresearch/dinov2 dinov2/models/vision_transformer.py, facebookresearch/dinov3 dinov3/models/vision_transformer.py).
+Meta's definitions (issue #39; facebookresearch/dinov2 dinov2/models/vision_transformer.py,
+facebookresearch/dinov3 dinov3/models/vision_transformer.py).
 
 Each layout is made from random weights with its owner's key names: timm's and transformers'
 models give their own; Meta's keys are written here from Meta's code and read by timm's own

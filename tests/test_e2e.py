@@ -79,7 +79,8 @@ def test_accumulation_in_the_config_keeps_mmengine_meaning_and_the_flag_keeps_ou
                'train_cfg.max_iters={n}']
     runs = {'in_config': (8, ['--cfg-options', 'optim_wrapper.accumulative_counts=4'],
                           '  max_iters counts: 8 iterations of 1 micro-batch = 2 optimizer steps of 8 images',
-                          "  schedulers in iterations: ('LinearLR lr iterations 0-20 start_factor=0.001 end_factor=1.0', "
+                          "  schedulers in iterations: ('LinearLR lr iterations 0-20 start_factor=0.001 "
+                          "end_factor=1.0', "
                           "'PolyLR lr iterations 20-300 eta_min=0.0 power=1.0')",
                           '  train loop: IterBasedTrainLoop'),
             'flag': (2, ['--accumulate', '4', '--cfg-options'],

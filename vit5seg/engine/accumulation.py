@@ -189,9 +189,13 @@ class AccumulatingIterBasedTrainLoop(IterBasedTrainLoop):
     ``optim_wrapper.accumulative_counts`` micro-batches (see the module docstring).
     Hooks see the step's micro-batches as one batch and the mean of their log values."""
 
-    @property
-    def micro_batches(self) -> int:
-        return self.runner.optim_wrapper._accumulative_counts  # mmengine keeps it private, no getter
+    def __init__(self, runner, *args, **kwargs):
+        super().__init__(runner, *args, **kwargs)
+        # the loop's own count, which it runs and the recipe card shows: the Runner builds the loop before
+        # the optimizer wrapper, so it reads the wrapper's config (a built wrapper keeps it private)
+        wrapper = runner.optim_wrapper
+        self.micro_batches = int(wrapper.get('accumulative_counts', 1) if isinstance(wrapper, dict)
+                                 else wrapper._accumulative_counts)
 
     def run(self) -> torch.nn.Module:
         """IterBasedTrainLoop.run with the dataloader advanced by k batches per resumed step."""

@@ -205,5 +205,5 @@ def install() -> None:
     CheckpointLoader.register_scheme(prefixes=['http://', 'https://'], loader=load_from_http, force=True)
 
 
-__all__ = ['CheckpointFitError', 'CheckpointShapeError', 'check_shares_the_model', 'allow_unsafe_loading', 'atomic_torch_save', 'install', 'latest_complete_checkpoint',
-           'load_from_local', 'load_from_http']
+__all__ = ['CheckpointFitError', 'CheckpointShapeError', 'allow_unsafe_loading', 'atomic_torch_save',
+           'check_shares_the_model', 'install', 'latest_complete_checkpoint', 'load_from_local', 'load_from_http']

@@ -433,6 +433,8 @@ def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: 
     plan = plan or batch_plan(cfg, gpus, accumulate)
     cfg = copy.deepcopy(cfg)
     apply_plan(cfg, plan)  # the loop and accumulative_counts the run trains with
+    if run is not None:  # the micro-batches the run's loop (or mmengine's wrapper) steps over
+        plan = plan._replace(micro_batches=run.micro_batches)
     rows = [Row('batch and lr', 'GPUs', plan.gpus, 'derived'),
             Row('batch and lr', 'images per GPU', plan.per_gpu, 'derived'),
             Row('batch and lr', 'micro-batches per step', plan.micro_batches, 'derived'),

@@ -24,6 +24,7 @@ class RunObjects(NamedTuple):
     max_iters: int
     epoch: Optional[str]            # one pass over the data in iterations, where a scheduler converts epochs
     lr_scale: float = 1.0           # the factor the Runner's lr rule applied (auto_scale_lr)
+    micro_batches: int = 1          # per optimizer step, as the loop (--accumulate) or the wrapper (mmengine's) runs
 
 
 def wrappers(optim_wrapper) -> list:

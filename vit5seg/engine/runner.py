@@ -117,8 +117,9 @@ class ViT5Runner(Runner):
         model = self.model.module if is_model_wrapper(self.model) else self.model
         size, length = getattr(self, '_epoch', (None, None))
         epoch = describe_epoch(size, self.batch_plan, length) if isinstance(size, int) else size
+        micro = getattr(self.train_loop, 'micro_batches', None) or wrappers(self.optim_wrapper)[0]._accumulative_counts
         return RunObjects(model, self.optim_wrapper, list(schedulers), type(self.train_loop).__name__,
-                          self.max_iters, epoch, getattr(self, '_lr_scale', 1.0))
+                          self.max_iters, epoch, getattr(self, '_lr_scale', 1.0), micro)
 
     # mmengine's Runner.iter builds the train loop, whose infinite iterator starts the train loader's
     # workers, when a hook asks for the iteration outside training (mmseg's SegVisualizationHook does

@@ -1,4 +1,5 @@
-# The DeiT-III / XCiT recipe: facebookresearch/xcit semantic_segmentation/configs/xcit/upernet/upernet_xcit_small_12_p16_160k_ade20k.py.
+# The DeiT-III / XCiT recipe: facebookresearch/xcit
+# semantic_segmentation/configs/xcit/upernet/upernet_xcit_small_12_p16_160k_ade20k.py.
 optim_wrapper = dict(
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01),

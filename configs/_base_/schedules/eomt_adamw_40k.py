@@ -1,4 +1,5 @@
-# EoMT's ADE20K optimisation (tue-mps/eomt configs/dinov2/ade20k/semantic/eomt_large_512.yaml) over the protocol schedule's loops and hooks:
+# EoMT's ADE20K optimisation (tue-mps/eomt configs/dinov2/ade20k/semantic/eomt_large_512.yaml) over the protocol
+# schedule's loops and hooks:
 # AdamW lr 1e-4, weight decay 0.05 on every parameter, layer-wise lr decay 0.8 (the last block at
 # the full rate), two-stage warm-up (500 iterations of the new parameters with the backbone's lr
 # at 0, then 1000 of the backbone), poly 0.9, gradient norm clipped at 0.01, bf16 autocast.
