@@ -181,3 +181,22 @@ def test_validation_turned_off_the_mmengine_way_trains_and_the_card_says_so(tmp_
     assert torch.load(tmp_path / 'run' / 'iter_2.pth', weights_only=False)['meta']['iter'] == 2
     log = next((tmp_path / 'run').glob('*/*.log')).read_text()
     assert line.strip() in log and 'Epoch(val)' not in log and 'Iter(val)' not in log
+
+
+def test_the_cards_epoch_is_the_one_the_schedulers_were_built_with(tmp_path):
+    """A by-epoch scheduler converted to iterations: the card's epoch is read from the loader the
+    schedulers were built over (64 images / 8 per iteration = 8 steps, the LinearLR's end); where
+    the data cannot be read, the card says so and shows no converted scheduler."""
+    from vit5seg.datasets import make_synthetic_ade20k
+    root = make_synthetic_ade20k(tmp_path / 'data', num_train=64, num_val=1, size=32, seed=0)
+    cfg = Config.fromfile(str(CONFIGS / 'tiny' / 'vit5_upernet_synthetic.py'))
+    cfg.param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=True, begin=0, end=1,
+                                convert_to_iter_based=True)]
+    cfg.train_dataloader.dataset.data_root = str(root)
+    values = card(cfg, 1, '1').values()
+    assert values['an epoch'] == '64 images / 8 per iteration = 8 optimizer steps'
+    assert values['schedulers in optimizer steps'] == ('LinearLR lr steps 0-8 start_factor=0.1 end_factor=1.0',)
+    cfg.train_dataloader.dataset.data_root = str(tmp_path / 'nowhere')
+    values = card(cfg, 1, '1').values()
+    assert values['an epoch'].startswith('unknown: the train dataset cannot be read here (FileNotFoundError: ')
+    assert 'schedulers in optimizer steps' not in values

@@ -19,7 +19,7 @@ from typing import List, Optional, Sequence
 import cv2
 import numpy as np
 
-from .transforms import panoptic_png_problem
+from .transforms import panoptic_png_problems
 from .validation import DatasetError, _default, _listing, check_folders, dataset_leaves, read_split_list
 
 ADE20K_SPLITS = {'training': 20210, 'validation': 2000}  # the official ADEChallengeData2016 counts
@@ -146,13 +146,11 @@ def check_coco_split(dataset_cfg: dict, name: str) -> SplitReport:
     except (OSError, ValueError, KeyError, TypeError) as e:
         rep.error = f'{name}: the annotation file {ann_file} cannot be read ({type(e).__name__}: {e})'
         return rep
-    rep.images_without_label = []
     rep.listed_but_missing = [p for p in images if not osp.isfile(p)]
     rep.images = len(images) - len(rep.listed_but_missing)
     if 'seg' in prefix:  # panoptic: one PNG per image
         pngs = [osp.join(root, prefix['seg'], a['file_name']) for a in ann.get('annotations', [])]
-        with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-            problems = list(pool.map(panoptic_png_problem, pngs))
+        problems = panoptic_png_problems(pngs)
         rep.bad_labels = [f'{p} {problem}' for p, problem in zip(pngs, problems) if problem]
         rep.labels = len(pngs) - len(rep.bad_labels)
     if not images:

@@ -12,13 +12,12 @@ import json
 import os
 import shutil
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 from ..hub import DownloadError, cached_download
 from .prepare import check_space, open_zip
-from .transforms import panoptic_png_problem
+from .transforms import panoptic_png_problems
 from .validation import DatasetError
 
 COCO_URL = 'http://images.cocodataset.org'
@@ -90,8 +89,7 @@ def check_coco(root: Path) -> Tuple[List[str], List[str]]:
             if kind == 'panoptic':  # each PNG decoded: a truncated one stopped mmdet's loader without its name
                 pngs = root / 'annotations' / f'panoptic_{split}2017'
                 names = [a['file_name'] for a in ann['annotations']]
-                with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-                    found = list(pool.map(panoptic_png_problem, [str(pngs / name) for name in names]))
+                found = panoptic_png_problems([str(pngs / name) for name in names])
                 missing += [name for name, problem in zip(names, found) if problem == 'does not exist']
                 problems += [f'{pngs / name} {problem}' for name, problem in zip(names, found)
                              if problem not in (None, 'does not exist')]

@@ -7,7 +7,9 @@ a label with class ids out of range only shows up as a CUDA assert (or a silentl
 wrong loss on CPU) inside the loss, and an image/label size mismatch fails in a crop.
 """
 import multiprocessing
+import os
 import os.path as osp
+from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional
 
 import numpy as np
@@ -57,6 +59,13 @@ def panoptic_png_problem(path: str) -> Optional[str]:
     if cv2.imread(path, cv2.IMREAD_COLOR) is None:
         return 'cannot be decoded as an image'
     return None
+
+
+def panoptic_png_problems(paths: List[str]) -> List[Optional[str]]:
+    """:func:`panoptic_png_problem` of each path, decoded in threads (cv2 decodes without the GIL:
+    COCO's 118k PNGs in minutes)."""
+    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        return list(pool.map(panoptic_png_problem, paths))
 
 
 def _wrap_panoptic_loading(load):

@@ -2,8 +2,9 @@
 
 Both follow the upstream recipe (tue-mps/eomt training/lightning_module.py and
 training/two_stage_warmup_poly_schedule.py): each masked block i keeps its mask with probability
-P_i(t) = 1 before s_i, (1 - (t - s_i) / (e_i - s_i)) ** 0.9 between, 0 from e_i on; the new parameters warm up while the backbone's lr is 0, then the backbone
-warms up, then everything decays polynomially.
+P_i(t) = 1 before s_i, (1 - (t - s_i) / (e_i - s_i)) ** 0.9 between, 0 from e_i on; the new
+parameters warm up while the backbone's lr is 0, then the backbone warms up, then everything
+decays polynomially.
 """
 import math
 from typing import List, Optional, Sequence

@@ -239,8 +239,18 @@ class CardRunner(ViT5Runner):
         from mmengine.visualization import Visualizer
         return Visualizer.get_instance(self._experiment_name)
 
+    def build_dataloader(self, dataloader, seed=None, diff_rank_seed=False):
+        """mmengine's; where the config's data cannot be read here, the stand-in, and the reason
+        kept for the card."""
+        try:
+            return super().build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
+        except Exception as e:  # no data here
+            self._data_unknown = f'{type(e).__name__}: {e}'
+            return super().build_dataloader({**dataloader, 'dataset': dict(type='RecipeCardStandInDataset')},
+                                            seed=seed, diff_rank_seed=diff_rank_seed)
+
     def _build_param_scheduler(self, scheduler, optim_wrapper) -> list:
-        unknown = self.cfg.get('card_data_unknown')
+        unknown = getattr(self, '_data_unknown', None)
         if unknown and any_converts_epochs(scheduler):  # no epoch to convert: the card says why
             scheduler = [s for s in scheduler_specs(scheduler) if not converts_epochs(s)]
             self._epoch = (f'unknown: the train dataset cannot be read here ({unknown})', None)
@@ -249,8 +259,8 @@ class CardRunner(ViT5Runner):
 
 def _card_cfg(cfg, plan: BatchPlan, work_dir: str):
     """``cfg`` as :class:`CardRunner` builds it: the plan's loop and counts, no weights to load,
-    logs at warnings only, a loader without workers over the config's data (read only where a
-    scheduler counts epochs) or the stand-in."""
+    logs at warnings only, a loader without workers over the config's data where a scheduler
+    counts epochs, else the stand-in."""
     cfg = copy.deepcopy(cfg)
     apply_plan(cfg, plan)
     cfg.update(work_dir=work_dir, load_from=None, resume=False, log_level='WARNING', card_gpus=plan.gpus,
@@ -261,17 +271,8 @@ def _card_cfg(cfg, plan: BatchPlan, work_dir: str):
             cfg.optim_wrapper.pop(key, None)
     loader = cfg.train_dataloader
     loader.update(num_workers=0, persistent_workers=False)
-    if any_converts_epochs(cfg.get('param_scheduler')):
-        import importlib
-        from mmengine.registry import DefaultScope
-        scope = cfg.get('default_scope') or 'mmseg'
-        try:  # can it be read? the Runner builds it again
-            with DefaultScope.overwrite_default_scope(scope):
-                importlib.import_module(f'{scope}.registry').DATASETS.build(copy.deepcopy(loader.dataset))
-            return cfg
-        except Exception as e:  # no data here
-            cfg.card_data_unknown = f'{type(e).__name__}: {e}'
-    loader.dataset = dict(type='RecipeCardStandInDataset')
+    if not any_converts_epochs(cfg.get('param_scheduler')):  # no epoch to count: the data is not read
+        loader.dataset = dict(type='RecipeCardStandInDataset')
     return cfg
 
 

@@ -46,7 +46,8 @@ class ReleaseKind(NamedTuple):
     reorder: bool = False   # EoMT's class order is ADE's; mmdet's ADE20KPanopticDataset puts things first
 
 
-# EoMT's releases by what their weights show: tue-mps/eomt model_zoo/dinov2.md and dinov3.md, EoMT's yamls. A new release is a row.
+# EoMT's releases by what their weights show: tue-mps/eomt model_zoo/dinov2.md and dinov3.md, EoMT's yamls.
+# A new release is a row.
 RELEASE_KINDS = (
     ReleaseKind('semantic', 'ADE20K', 150, 100, '{family}-{width}_eomt_ade20k.py'),
     ReleaseKind('semantic', 'Cityscapes', 19, 100, '{family}-{width}_eomt_cityscapes-{side}.py'),
@@ -103,9 +104,10 @@ def release_meta(converted: StateDict, layout: str = '', source: str = '') -> di
     patch = converted['backbone.patch_embed.proj.weight'].shape[-1]
     width = converted['backbone.patch_embed.proj.weight'].shape[0]
     family = layout.split('-')[0] or None
-    config, side_from = None, 'the position grid' if side else 'the name' if named_side(source) else 'a default'
+    named = named_side(source)
+    config, side_from = None, 'the position grid' if side else 'the name' if named else 'a default'
     if kind is not None and kind.config and family in ('dinov2', 'dinov3') and width in WIDTHS:
-        px = side * patch if side else named_side(source) or DEFAULT_SIDE[kind.task]
+        px = side * patch if side else named or DEFAULT_SIDE[kind.task]
         config = 'configs/eomt/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
     return dict(task=kind.task if kind else None, dataset=kind.dataset if kind else None, num_classes=classes,
                 num_queries=queries, patch_size=patch, grid=(side, side) if side else None, family=family,
