@@ -16,8 +16,9 @@ from conftest import REPO, run_script
 from test_eomt import labelled_batch, tiny_eomt
 from vit5seg.engine.accumulation import AccumulationError, BatchPlan, apply_plan, batch_plan
 from vit5seg.engine.recipe import recipe_card
-from vit5seg.engine.runner import ViT5Runner, card
-from vit5seg.models.segmentor import tiny_segmentor
+from vit5seg.engine.card import card
+from vit5seg.engine.runner import ViT5Runner
+from vit5seg.models.builder import tiny_segmentor
 
 ENTRY = REPO / 'configs' / 'vit5_upernet_ade20k.py'
 

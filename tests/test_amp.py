@@ -4,7 +4,7 @@ and mIoU under --amp: tests/test_e2e.py::test_demo_training_learns.)"""
 import pytest
 import torch
 
-from vit5seg.engine.amp import amp_dtype, enable_amp
+from vit5seg.utils.amp import amp_dtype, enable_amp
 from vit5seg.engine.launch import test_parser as tool_parser  # not collected as a test
 from vit5seg.models.layers import RMSNorm
 

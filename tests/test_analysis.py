@@ -28,7 +28,7 @@ def test_counting_on_fake_tensors_equals_a_real_run():
     """model_complexity counts on shapes alone; a real forward of the same model counts the same."""
     from mmseg.structures import SegDataSample
 
-    from vit5seg.models.segmentor import build_segmentor
+    from vit5seg.models.builder import build_segmentor
     result = model_complexity(TINY, (64, 96))
     model = build_segmentor(TINY).eval()
     sample = SegDataSample(metainfo=dict(img_shape=(64, 96), ori_shape=(64, 96), pad_shape=(64, 96)))

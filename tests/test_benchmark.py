@@ -93,7 +93,7 @@ def test_amp_configs():
 @pytest.mark.slow  # about 30 s on 2 cores: a whole UperNet, two EoMTs, an ONNX export, memory in subprocesses
 def test_segmentor_timings_give_train_inference_and_memory_figures():
     from vit5seg.benchmark import segmentor_timings, upernet_model_cfg
-    from vit5seg.models.segmentor import build_segmentor
+    from vit5seg.models.builder import build_segmentor
     from vit5seg.models.backbones.vit5 import ARCH_PRESETS
     arch = {'embed_dims': 32, 'num_layers': 4, 'num_heads': 2}
     dinov3 = dict(ARCH_PRESETS['dinov3-small'], **arch)   # DINOv3's EoMT beside ViT-5's (issue #39)
@@ -129,7 +129,7 @@ def test_segmentor_timings_give_train_inference_and_memory_figures():
 
 def test_fp16_train_steps_need_a_gpu():
     from vit5seg.benchmark import SegmentorSteps
-    from vit5seg.models.segmentor import tiny_segmentor
+    from vit5seg.models.builder import tiny_segmentor
     steps = SegmentorSteps(tiny_segmentor(REPO / 'configs' / 'vit5_upernet_ade20k.py'), 32, 1, 'cpu', (32, 32), 32)
     with pytest.raises(ValueError, match='fp16 autocast train steps need a CUDA GPU'):
         steps.train(torch.float16)
@@ -140,7 +140,7 @@ def test_panoptic_benchmark_times_eomt_its_dinov3_peer_and_mmdets_mask2former_on
     the COCO panoptic config, mmdet's Mask2Former with the ViT-5 backbone of mmseg's registry and its
     pyramid), each running mmdet's predict; the report and the self-check's section show them."""
     from mmdet.models.detectors import Mask2Former
-    from vit5seg.benchmark_panoptic import mask2former_detector, panoptic_table, panoptic_timings
+    from vit5seg.benchmark.panoptic import mask2former_detector, panoptic_table, panoptic_timings
     from vit5seg.models.backbones.vit5 import ViT5
     from vit5seg.selfcheck import report_markdown
     tiny = {'arch': 'vit5-small', 'embed_dims': 64, 'num_layers': 12, 'num_heads': 2}
@@ -160,7 +160,7 @@ def test_panoptic_sides_time_each_side_and_the_training_step_learns():
     """tools/benchmark.py --panoptic --sides at a CPU size: each side timed for the arch (no DINOv3 peer for
     a dict arch), the ratio to the first side; the training step the memory probe runs is a real step:
     the loss is finite and the weights move, with every attention mask on."""
-    from vit5seg.benchmark_panoptic import _train_step, eomt_detector, resolution_table, resolution_timings
+    from vit5seg.benchmark.panoptic import _train_step, eomt_detector, resolution_table, resolution_timings
     tiny = {'arch': 'vit5-small', 'embed_dims': 64, 'num_layers': 4, 'num_heads': 2}
     result = resolution_timings(tiny, sides=(32, 64), repeats=1, warmup=0)
     keys = [f'{tiny}@32', f'{tiny}@64']

@@ -7,7 +7,8 @@ import pytest
 import torch
 from PIL import Image
 
-from vit5seg.deploy.detector import OnnxDetector, instance_rule, panoptic_rule
+from vit5seg.deploy.detector import OnnxDetector
+from vit5seg.models.mask_classification.postprocess import instance_rule, panoptic_rule
 from vit5seg.deploy.export import generated_image
 
 pytest.importorskip('mmdet')

@@ -13,7 +13,7 @@ from mmseg.structures import SegDataSample
 from mmseg.utils import register_all_modules
 
 from conftest import REPO, logged_scalars, run_script
-from vit5seg.models.segmentor import build_segmentor
+from vit5seg.models.builder import build_segmentor
 
 TINY = REPO / 'configs' / 'tiny' / 'vit5_eomt_synthetic.py'
 EOMT_CONFIGS = sorted((REPO / 'configs' / 'eomt').glob('*_eomt_ade20k.py'))  # the semantic ones (mmseg)
@@ -114,7 +114,7 @@ def test_the_tiny_twin_shares_the_upernet_twins_data_and_budget():
 @pytest.mark.parametrize('family', ['vit5', 'deit3'])
 def test_both_families_train_and_predict(family):
     # DeiT-III: no RoPE table to extend, no registers behind the patches
-    from vit5seg.models.segmentor import tiny_segmentor
+    from vit5seg.models.builder import tiny_segmentor
     model = tiny_segmentor(REPO / 'configs' / 'eomt' / f'{family}-base_eomt_ade20k.py')
     assert model.backbone.settings['use_rope'] == (family == 'vit5')
     inputs, samples = labelled_batch(hw=(64, 64))
@@ -212,7 +212,7 @@ def test_windows_that_end_after_the_schedule_are_one_error():
 
 
 def test_annealing_follows_the_poly_ramp_and_ends_at_exactly_zero():
-    from vit5seg.engine.eomt import default_windows, mask_probability
+    from vit5seg.engine.mask_annealing import default_windows, mask_probability
     # the windows of EoMT's published DINOv2 configs (tue-mps/eomt configs/dinov2/*), from their
     # schedules' lengths: ADE20K L and giant (31 epochs), COCO S/B, L and giant (12 and 24 epochs),
     # Cityscapes L (107 epochs)
@@ -368,7 +368,7 @@ def test_eomt_layer_numbering_and_backbone_groups():
 
 def test_two_stage_warmup_then_poly_per_group_and_on_resume():
     from mmengine.optim import OptimWrapper
-    from vit5seg.engine.eomt import TwoStageWarmupPolyLR
+    from vit5seg.engine.schedules import TwoStageWarmupPolyLR
     w1, w2, T = 5, 10, 40
 
     def expected(t, base, backbone):  # EoMT's schedule, written out

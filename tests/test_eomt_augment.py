@@ -74,7 +74,7 @@ def test_each_draw_is_eomts_jitter_pad_and_crop(height, width):
                                                 (523, 512, 1.5), (512, 683, 1.0), (1500, 375, 2.0)])
 def test_sizes_round_as_torchvisions_in_float32(height, width, scale):
     # where float64 lands on the other side of an integer, EoMT's images are torchvision's size
-    from vit5seg.datasets.eomt_augment import jitter_size
+    from vit5seg.datasets.transforms import jitter_size
     resized = v2.ScaleJitter(target_size=(512, 512), scale_range=(scale, scale))(torch.zeros(1, height, width))
     assert jitter_size(height, width, (512, 512), scale) == tuple(resized.shape[-2:])
 

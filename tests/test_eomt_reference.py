@@ -12,7 +12,7 @@ from reference_vit5 import RefViT5
 
 from conftest import REPO, perturb
 from vit5seg.models.checkpoint import load_pretrained
-from vit5seg.models.segmentor import build_segmentor
+from vit5seg.models.builder import build_segmentor
 
 TINY = REPO / 'configs' / 'tiny' / 'vit5_eomt_synthetic.py'
 DIM, DEPTH, HEADS, QUERIES, MASKED = 64, 4, 2, 12, 2
@@ -151,7 +151,7 @@ def given_points(monkeypatch, num_images: int, num_masks: int, num_points: int, 
     (M, P, 2)), handed to mmseg's MatchMasks and to the head's point sampling in that order."""
     import mmseg.utils.mask_classification as mask_classification
 
-    import vit5seg.models.eomt as eomt
+    import vit5seg.models.mask_classification.core as eomt
     g = torch.Generator().manual_seed(5)
     match_points = [[torch.rand(num_points, 2, generator=g) for _ in range(num_images)] for _ in range(predictions)]
     loss_points = [torch.rand(num_masks, num_points, 2, generator=g) for _ in range(predictions)]
@@ -231,7 +231,7 @@ def test_the_shipped_recipe_samples_its_points_as_eomt(monkeypatch):
     """EoMT's training/mask_classification_semantic.py: num_points 12544, oversample_ratio
     3.0, importance_sample_ratio 0.75 for the losses; matching on 12544 uniform points. The
     head built from the shipped config passes them on (the other tests give the points)."""
-    import vit5seg.models.eomt as eomt
+    import vit5seg.models.mask_classification.core as eomt
     from test_eomt import labelled_batch, tiny_eomt
     calls = []
     sample = eomt.get_uncertain_point_coords_with_randomness

@@ -281,7 +281,7 @@ def release_file(folder: Path, task, dataset, family, width, side):
 def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_path):
     from mmengine.registry import DefaultScope
     from vit5seg.models.checkpoint import check_fits
-    from vit5seg.models.eomt_release import describe_release
+    from vit5seg.models.mask_classification.releases import describe_release
     task, dataset, family, width, side, config = ZOO[name]
     sd, base = release_file(ram_path, task, dataset, family, width, side)
     converted = torch.load(convert(ram_path, sd, name=f'{name}.bin', delta_to=base), weights_only=True)

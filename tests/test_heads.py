@@ -10,7 +10,7 @@ from mmseg.registry import MODELS
 
 from conftest import REPO
 from test_segmentor import _batch
-from vit5seg.models.segmentor import tiny_segmentor  # the configs' segmentor, 4 blocks 96 wide
+from vit5seg.models.builder import tiny_segmentor  # the configs' segmentor, 4 blocks 96 wide
 
 HEADS = ['fcn', 'pspnet', 'deeplabv3plus', 'segformer', 'segmenter', 'setr-pup', 'setr-mla', 'dpt', 'mask2former']
 HAS_MMDET = importlib.util.find_spec('mmdet') is not None

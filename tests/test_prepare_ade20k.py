@@ -10,8 +10,8 @@ from local_server import serve
 
 from conftest import REPO, run_script
 from vit5seg.datasets import make_synthetic_ade20k
-from vit5seg.datasets.prepare import RELEASE, main, prepare_ade20k
-from vit5seg.datasets.validation import DatasetError
+from vit5seg.datasets.prepare_ade20k import RELEASE, main, prepare_ade20k
+from vit5seg.datasets.checks import DatasetError
 
 
 @pytest.fixture(scope='module')
@@ -215,7 +215,7 @@ def test_instance_archives_with_the_folders_at_the_top_or_damaged(tmp_path):
     a truncated tar and a file that is no archive are one error each, with nothing left behind."""
     import tarfile
 
-    from vit5seg.datasets.prepare import add_instances
+    from vit5seg.datasets.prepare_ade20k import add_instances
     source = tmp_path / 'src'
     for split in ('training', 'validation'):
         (source / split).mkdir(parents=True)

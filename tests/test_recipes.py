@@ -11,7 +11,7 @@ from mmengine.config import Config
 from conftest import REPO, run_script
 from recipe_table import EXPECTED, DecayRule
 from vit5seg.engine.recipe import protocol_gpus, recipe_card
-from vit5seg.engine.runner import card
+from vit5seg.engine.card import card
 
 CONFIGS = REPO / 'configs'
 SHIPPED = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob('*.py') if '_base_' not in p.parts)

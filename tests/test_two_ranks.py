@@ -56,7 +56,7 @@ names = {id(p): n for n, p in model.named_parameters()}
 lrs = {names[id(p)]: g['lr'] for g in runner.optim_wrapper.optimizer.param_groups for p in g['params']}
 
 # an EoMT loss on this rank's half of the batch, the same model and points on both ranks
-from vit5seg.models.segmentor import build_segmentor
+from vit5seg.models.builder import build_segmentor
 from mmengine.config import Config
 torch.rand = _fixed_rand
 torch.manual_seed(0)
@@ -103,7 +103,7 @@ def test_an_eomt_step_on_two_ranks_gives_the_losses_of_one_process(ranks, monkey
     the two ranks' losses is the one-process loss on the 4 images, each loss term alone."""
     from mmengine.config import Config
 
-    from vit5seg.models.segmentor import build_segmentor
+    from vit5seg.models.builder import build_segmentor
     monkeypatch.setattr(torch, 'rand', _fixed_rand)
     torch.manual_seed(0)
     model = build_segmentor(Config.fromfile(str(TINY_EOMT)))

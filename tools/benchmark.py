@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark the ViT5 backbone against mmseg's ViT, timm's DeiT-III / RoPE ViT and the naive path; see --help."""
 import vit5seg  # noqa: F401
-from vit5seg.benchmark import main
+from vit5seg.benchmark.cli import main
 
 if __name__ == '__main__':
     main()

@@ -13,7 +13,7 @@ import vit5seg  # noqa: F401  (lets mmseg:: bases resolve)
 from vit5seg.engine.accumulation import config_micro_batches
 from vit5seg.engine.launch import run_tool
 from vit5seg.engine.recipe import protocol_gpus
-from vit5seg.engine.runner import card
+from vit5seg.engine.card import card
 
 
 def main(argv=None):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import vit5seg  # noqa: F401
 from vit5seg.analysis.resolution import CSV_FIELDS, SweepRun, parse_rope_grid, plot_sweep, sweep
-from vit5seg.engine.amp import add_amp_arguments
+from vit5seg.utils.amp import add_amp_arguments
 from vit5seg.engine.launch import run_tool
 from vit5seg.utils.tables import write_csv
 

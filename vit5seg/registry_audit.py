@@ -19,8 +19,8 @@ from typing import Dict, List, Optional
 import torch
 
 from . import compat, ops
-from .models.segmentor import TINY_SIZE as SIZE
-from .models.segmentor import TINY_WIDTH, build_tiny, tiny_backbone, tiny_segmentor
+from .models.builder import TINY_SIZE as SIZE
+from .models.builder import TINY_WIDTH, build_tiny, tiny_backbone, tiny_segmentor
 from .paths import config_path
 from .utils.cuda_simulation import CudaLikeTensor, simulated_cuda
 

@@ -1,12 +1,13 @@
 # The COCO panoptic EoMT config shrunk for CPU (the twin of vit5_eomt_synthetic.py): a narrow 4-block ViT-5
 # from scratch, 24 queries in the last 2 blocks, at 128 on tools/make_synthetic_data.py's coco_panoptic scenes.
-_base_ = ['../eomt/vit5-base_eomt_coco-panoptic-640.py']
-width = 64
+_base_ = ['../eomt/vit5-base_eomt_coco-panoptic-640.py', '../_base_/tiny.py']
+tiny = _base_.tiny
+width = tiny.width
 image_size = (128, 128)
 data_root = 'data/synthetic/coco/'
 model = dict(
     data_preprocessor=dict(pad_size=image_size),
-    backbone=dict(arch='vit5-small', embed_dims=width, num_layers=4, num_heads=2, init_cfg=None),
+    backbone=tiny.backbone,
     decode_head=dict(in_channels=width, num_queries=24, num_blocks=2),
     train_cfg=dict(num_points=1024))  # 32x32 mask maps: 12544 points would be 12 per pixel
 train_pipeline = [

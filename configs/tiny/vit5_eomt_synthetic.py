@@ -1,12 +1,13 @@
 # The EoMT config shrunk for CPU, the twin of vit5_upernet_synthetic.py: the same narrow 4-block
 # ViT-5 from scratch, data and 300-iteration budget; queries in the last 2 blocks.
-_base_ = ['../eomt/vit5-base_eomt_ade20k.py']
-width = 64
+_base_ = ['../eomt/vit5-base_eomt_ade20k.py', '../_base_/tiny.py']
+tiny = _base_.tiny
+width = tiny.width
 crop_size = (96, 96)
 data_root = 'data/synthetic_ade20k/ADEChallengeData2016'
 model = dict(
     data_preprocessor=dict(size=crop_size),
-    backbone=dict(arch='vit5-small', embed_dims=width, num_layers=4, num_heads=2, init_cfg=None),
+    backbone=tiny.backbone,
     decode_head=dict(in_channels=width, num_queries=16, num_blocks=2,
                      train_cfg=dict(num_points=1024)),  # 24x24 mask maps: 12544 points would be 20 per pixel
     test_cfg=dict(_delete_=True, mode='whole'))
@@ -26,13 +27,11 @@ test_pipeline = [
     dict(type='CheckSegSample', num_classes=150),
     dict(type='PackSegInputs'),
 ]
-train_dataloader = dict(batch_size=8, num_workers=1, persistent_workers=False,
-                        dataset=dict(data_root=data_root, pipeline=train_pipeline))
-auto_scale_lr = dict(base_batch_size=8)  # one process x 8: the images per iteration its lr was set for
-val_dataloader = dict(num_workers=1, persistent_workers=False,
-                      dataset=dict(data_root=data_root, pipeline=test_pipeline))
+train_dataloader = dict(**tiny.train_loader, dataset=dict(data_root=data_root, pipeline=train_pipeline))
+auto_scale_lr = tiny.auto_scale_lr
+val_dataloader = dict(**tiny.test_loader, dataset=dict(data_root=data_root, pipeline=test_pipeline))
 test_dataloader = val_dataloader
-max_iters = 300
+max_iters = tiny.max_iters
 # float32 on CPU; from scratch: a larger lr and a looser clip than the pretrained recipe
 optim_wrapper = dict(
     _delete_=True, type='OptimWrapper',
@@ -44,9 +43,8 @@ param_scheduler = [
     dict(type='TwoStageWarmupPolyLR', warmup_new=10, warmup_backbone=10, power=0.9, by_epoch=False,
          begin=0, end=max_iters),
 ]
-train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
-default_hooks = dict(logger=dict(interval=10),
-                     checkpoint=dict(interval=100, save_best=None, max_keep_ckpts=2))
+train_cfg = tiny.train_cfg
+default_hooks = tiny.default_hooks
 # consecutive sixths of the 300 iterations for the 2 masked blocks (as the tiny runs in docs/eomt.md)
 custom_hooks = [
     dict(type='NonFiniteLossHook', action='stop'),

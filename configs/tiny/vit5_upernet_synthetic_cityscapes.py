@@ -1,18 +1,18 @@
 # configs/cityscapes/vit5-base_upernet_cityscapes.py shrunk for CPU like vit5_upernet_synthetic.py:
 # trained from scratch on `python tools/make_synthetic_data.py cityscapes data/synthetic` (128x256
 # frames); the dataset class, label files, non-square crops and sliding-window test are the real config's.
-_base_ = ['../cityscapes/vit5-base_upernet_cityscapes.py']
-width = 64
-norm_cfg = dict(type='BN', requires_grad=True)  # SyncBN needs GPUs
+_base_ = ['../cityscapes/vit5-base_upernet_cityscapes.py', '../_base_/tiny.py']
+tiny = _base_.tiny
+width = tiny.width
+norm_cfg = tiny.norm_cfg
 crop_size = (64, 128)
 data_root = 'data/synthetic/cityscapes'
 model = dict(
     data_preprocessor=dict(size=crop_size),
-    backbone=dict(arch='vit5-small', embed_dims=width, num_layers=4, num_heads=2, out_indices=(0, 1, 2, 3),
-                  drop_path_rate=0.0, init_cfg=None),
-    neck=dict(embed_dim=width, norm_cfg=norm_cfg),
-    decode_head=dict(in_channels=[width] * 4, channels=32, norm_cfg=norm_cfg),
-    auxiliary_head=dict(in_channels=width, channels=16, norm_cfg=norm_cfg),
+    backbone=dict(**tiny.backbone, **tiny.upernet.backbone),
+    neck=tiny.upernet.neck,
+    decode_head=tiny.upernet.decode_head,
+    auxiliary_head=tiny.upernet.auxiliary_head,
     test_cfg=dict(crop_size=crop_size, stride=(43, 86)))
 train_pipeline = [
     dict(type='CheckedLoading', num_classes=19, transforms=[
@@ -30,18 +30,12 @@ test_pipeline = [
     dict(type='CheckSegSample', num_classes=19),
     dict(type='PackSegInputs'),
 ]
-train_dataloader = dict(batch_size=8, num_workers=1, persistent_workers=False,
-                        dataset=dict(data_root=data_root, pipeline=train_pipeline))
-auto_scale_lr = dict(base_batch_size=8)  # one process x 8: the images per iteration its lr was set for
-val_dataloader = dict(num_workers=1, persistent_workers=False,
-                      dataset=dict(data_root=data_root, pipeline=test_pipeline))
+train_dataloader = dict(**tiny.train_loader, dataset=dict(data_root=data_root, pipeline=train_pipeline))
+auto_scale_lr = tiny.auto_scale_lr
+val_dataloader = dict(**tiny.test_loader, dataset=dict(data_root=data_root, pipeline=test_pipeline))
 test_dataloader = val_dataloader
-max_iters = 300
-optim_wrapper = dict(optimizer=dict(lr=1e-3))  # from scratch: no pretrained backbone
-param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-3, by_epoch=False, begin=0, end=20),
-    dict(type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=20, end=max_iters),
-]
-train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
-default_hooks = dict(logger=dict(interval=10),
-                     checkpoint=dict(interval=100, save_best=None, max_keep_ckpts=2))
+max_iters = tiny.max_iters
+optim_wrapper = dict(optimizer=dict(lr=tiny.upernet_lr))
+param_scheduler = tiny.upernet_schedule
+train_cfg = tiny.train_cfg
+default_hooks = tiny.default_hooks

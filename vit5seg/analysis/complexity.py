@@ -15,7 +15,7 @@ from mmseg.structures import SegDataSample
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from ..models.segmentor import build_segmentor
+from ..models.builder import build_segmentor
 
 aten = torch.ops.aten
 _SDPA_OPS = [aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_efficient_attention,

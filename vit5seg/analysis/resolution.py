@@ -122,7 +122,7 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
           device: Optional[str] = None, stride: Optional[Tuple[int, int]] = None,
           progress: bool = True, amp: Optional[str] = None) -> List[dict]:
     """One row per (run, policy, size, mode), in that order. ``amp``: 'bf16' or 'fp16'
-    autocast inference (:mod:`vit5seg.engine.amp`)."""
+    autocast inference (:mod:`vit5seg.utils.amp`)."""
     from mmengine.config import Config
     from mmengine.logging import MMLogger
     from mmseg.utils import register_all_modules
@@ -148,7 +148,7 @@ def sweep(runs: Sequence[SweepRun], sizes: Sequence[int], modes: Sequence[str] =
         if run.config not in batches:
             from mmseg.registry import DATASETS
 
-            from ..datasets.validation import check_dataset_config
+            from ..datasets.checks import check_dataset_config
             dataset_cfg = copy.deepcopy(cfg.test_dataloader.dataset)
             num_images = check_dataset_config(dataset_cfg, f'{run.config}: test_dataloader.dataset')
             if num_images is None:  # not a folder dataset the check knows: count what it lists

@@ -191,7 +191,7 @@ def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacit
 
 
 def main(argv=None):
-    from ..engine.amp import add_amp_arguments
+    from ..utils.amp import add_amp_arguments
     parser = argparse.ArgumentParser(description='Segment images, folders, globs or videos with a trained config.')
     parser.add_argument('config', help='config file')
     parser.add_argument('checkpoint', help='checkpoint file or http(s) URL (downloaded once into the torch hub cache)')

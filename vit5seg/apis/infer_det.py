@@ -14,10 +14,9 @@ from typing import List
 
 import cv2
 import numpy as np
+from mmdet.evaluation.functional import INSTANCE_OFFSET  # panoptic ids: class + instance x it
 
 from ..utils.image import mask_box, panoptic_rgb
-
-INSTANCE_OFFSET = 1000  # mmdet's panoptic ids: class + instance x 1000; void = the number of classes
 
 
 def categories(meta: dict) -> List[dict]:

@@ -8,8 +8,8 @@ from mmseg.apis import inference_model as _mmseg_inference_model
 from mmseg.apis import init_model as _mmseg_init_model
 
 import vit5seg  # noqa: F401  (registers ViT5 before any config is built)
-from vit5seg.engine.amp import amp_dtype, enable_amp
 from vit5seg.hub import resolve
+from vit5seg.utils.amp import amp_dtype, enable_amp
 from vit5seg.utils.dataset_meta import config_dataset_meta
 
 __all__ = ['init_model', 'inference_model', 'is_detection_config']
@@ -43,7 +43,7 @@ def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] =
     the first GPU if there is one, else the CPU. ``checkpoint`` may be an http(s) URL
     (downloaded once into torch's hub cache); ``sha256`` is checked before loading.
     ``amp='bf16'`` or ``'fp16'``: the forward runs under autocast in that dtype
-    (:mod:`vit5seg.engine.amp`; an unsupported dtype for the device is an error).
+    (:mod:`vit5seg.utils.amp`; an unsupported dtype for the device is an error).
     A panoptic or instance config (:func:`is_detection_config`) gives mmdet's model, through
     mmdet's ``init_detector``."""
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')

@@ -1,15 +1,14 @@
-from .check import check_ade20k, check_config, check_split, format_report
-from .eomt_augment import EoMTColorJitter, ScaleJitterCrop
+from .checks import (CheckedLoading, CheckSegSample, DatasetError, SampleError, check_ade20k, check_config, check_data,
+                     check_dataset_config, check_split, format_report, skipped_samples)
 from .layouts import CUSTOM_CLASSES, DATA_ROOTS, DATASETS, make_synthetic_data
 from .synthetic import make_synthetic_ade20k
-from .transforms import CheckedLoading, CheckSegSample, SampleError, skipped_samples
-from .validation import DatasetError, check_data, check_dataset_config
+from .transforms import EoMTColorJitter, ScaleJitterCrop
 
 import importlib.util  # noqa: E402
 
 if importlib.util.find_spec('mmdet') is not None:  # panoptic configs (mmdet: the [mask2former] extra)
+    from .checks import check_panoptic_loading
     from .coco_panoptic import EoMTCocoPanopticDataset  # noqa: F401  (registers it in mmdet)
-    from .transforms import check_panoptic_loading
     check_panoptic_loading()
 
 __all__ = ['CUSTOM_CLASSES', 'DATASETS', 'DATA_ROOTS', 'CheckSegSample', 'CheckedLoading', 'DatasetError',

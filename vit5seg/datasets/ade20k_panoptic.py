@@ -1,9 +1,8 @@
-"""ADE20K panoptic in mmdet's terms: the class order of ``ADE20KPanopticDataset`` (its 100
-thing classes, then the 50 stuff, each in ADE's order) against ADE's own 150-class order,
-which EoMT's ADE20K panoptic models predict in; and the panoptic annotations mmdet reads
+"""ADE20K panoptic in mmdet's terms: the panoptic annotations mmdet reads
 (``ade20k_panoptic_{train,val}.json`` and PNGs), made from ADEChallengeData2016's semantic
 maps and ADE20K's instance annotations (``annotations_instance/``) as mmdet's
-``tools/dataset_converters/ade20k2coco.py`` makes them.
+``tools/dataset_converters/ade20k2coco.py`` makes them, in mmdet's class order against ADE's
+(:mod:`vit5seg.utils.class_orders`).
 
 Written here rather than run from mmdet because its converter is a script outside mmdet's
 package (not importable), draws segment colours at random, writes in place (a killed run
@@ -17,48 +16,11 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from ..utils.class_orders import ade_to_panoptic, panoptic_classes
 from ..utils.image import mask_box, panoptic_rgb
-from .validation import DatasetError
+from .checks import DatasetError
 
-# EoMT's ADE20K panoptic stuff classes in ADE's order (configs/dinov2/ade20k/panoptic/*.yaml, stuff_classes)
-EOMT_STUFF = (0, 1, 2, 3, 4, 5, 6, 9, 11, 13, 16, 17, 21, 25, 26, 28, 29, 34, 40, 46, 48, 51, 52, 54, 59, 60, 61, 63,
-              68, 77, 79, 84, 91, 94, 96, 99, 100, 101, 105, 106, 109, 113, 114, 117, 122, 128, 131, 140, 141, 145)
-# mmseg's ADE20K names (ADE's order, objectInfo150's first synonym) where mmdet's panoptic list takes another
-# synonym of the same objectInfo150 entry
-_SYNONYMS = {'windowpane': 'window', 'bathtub': 'tub', 'railing': 'rail', 'streetlight': 'street lamp',
-             'television receiver': 'tv', 'apparel': 'clothes', 'swimming pool': 'pool', 'waterfall': 'falls',
-             'ashcan': 'trash can'}
 SPLITS = (('train', 'training'), ('val', 'validation'))
-
-
-def panoptic_classes() -> Tuple[Tuple[str, ...], int]:
-    """mmdet's ``ADE20KPanopticDataset`` classes and how many of them are things (they come first)."""
-    from mmdet.datasets import ADE20KPanopticDataset
-    meta = ADE20KPanopticDataset.METAINFO
-    return tuple(meta['classes']), len(meta['thing_classes'])
-
-
-def ade_to_panoptic() -> List[int]:
-    """For each of ADE's 150 classes in ADE's order, its index in mmdet's panoptic order,
-    matched by name (mmseg's ADE20K names, through the synonyms above) and checked: one to
-    one, the stuff classes are EoMT's, and each group keeps ADE's order."""
-    from mmseg.datasets import ADE20KDataset
-    ade = [name.strip() for name in ADE20KDataset.METAINFO['classes']]
-    classes, things = panoptic_classes()
-    first = {name.split(',')[0].strip(): i for i, name in enumerate(classes)}
-    order = [first.get(_SYNONYMS.get(name, name)) for name in ade]
-    unmatched = [ade[i] for i, j in enumerate(order) if j is None]
-    if unmatched or sorted(order) != list(range(len(classes))):
-        raise DatasetError(f'ADE20K\'s class names do not match mmdet\'s ADE20KPanopticDataset one to one '
-                           f'(unmatched: {unmatched}): this mmseg or mmdet release renamed ADE20K classes')
-    stuff = tuple(i for i, j in enumerate(order) if j >= things)
-    if stuff != EOMT_STUFF:
-        raise DatasetError(f'mmdet\'s ADE20K stuff classes are not EoMT\'s: ADE ids {sorted(set(stuff) ^ set(EOMT_STUFF))} '
-                           f'differ')
-    for group in (range(things), range(things, len(classes))):
-        if [order.index(j) for j in group] != sorted(order.index(j) for j in group):
-            raise DatasetError('mmdet\'s ADE20K panoptic classes are not in ADE\'s order within things and stuff')
-    return order
 
 
 def panoptic_annotation(semantic: np.ndarray, instance: np.ndarray, order: List[int], things: int

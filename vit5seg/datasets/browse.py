@@ -21,7 +21,7 @@ import numpy as np
 from mmengine.config import Config, DictAction
 
 from ..utils.image import draw_legend, overlay
-from .validation import DatasetError, check_dataset_config, dataset_leaves
+from .checks import DatasetError, check_dataset_config, dataset_leaves
 
 LOADING_STEPS = ('CheckedLoading', 'CheckSegSample')  # ours; plus every mmseg/mmcv 'Load*' step
 

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..paths import config_path, repository_root, tool_path
-from .check import check_split
-from .validation import DatasetError
+from .checks import DatasetError, check_split
 
 SPLITS = ('train', 'val')
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png')

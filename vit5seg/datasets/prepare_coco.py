@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from ..hub import DownloadError, cached_download
-from .prepare import check_space, open_zip
-from .transforms import panoptic_png_problems
-from .validation import DatasetError
+from .archives import check_space, open_zip
+from .checks import DatasetError, panoptic_png_problems
 
 COCO_URL = 'http://images.cocodataset.org'
 # (zip, the path under COCO_URL, a member it must hold)

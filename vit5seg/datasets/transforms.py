@@ -1,238 +1,194 @@
-"""Per-sample checks: every problem with one sample becomes one error naming its files,
-or, in training with ``skip_corrupt=True``, a skipped and counted sample.
+"""EoMT's training augmentation (tue-mps/eomt ``datasets/transforms.py``) as mmseg
+transforms: its colour jitter, and its geometry (scale jitter of the long side, pad,
+random crop, a redraw of crops with no labelled pixel).
 
-mmcv's loaders leave these to fail later, far from the cause: a truncated JPEG decodes
-to a half-grey image without complaint, an undecodable one ends in an AssertionError,
-a label with class ids out of range only shows up as a CUDA assert (or a silently
-wrong loss on CPU) inside the loss, and an image/label size mismatch fails in a crop.
+mmseg's ADE20K ``RandomResize((2048, 512), ratio 0.5-2.0)`` scales the *short* side and
+``RandomCrop(cat_max_ratio=0.75)`` re-crops where one class dominates; EoMT uses
+torchvision's ``ScaleJitter``, which fits the image into the target box (the *long* side)
+times a uniform scale, then pads to the box and crops. mmseg's ``PhotoMetricDistortion``
+adds its brightness, scales contrast without a pivot and shifts hue by up to 36 degrees;
+EoMT's torchvision adjustments multiply brightness, blend contrast and saturation with
+grey and shift hue by up to 18 degrees. No mmseg or mmcv transform does either, so both are
+written here; the pixel work itself is torchvision's kernels, as EoMT's, so an augmented
+image is one EoMT could train on.
 """
-import multiprocessing
-import os
-import os.path as osp
-from concurrent.futures import ThreadPoolExecutor
-from typing import List, Optional
+from typing import Sequence, Tuple
 
 import numpy as np
-from mmcv.transforms import BaseTransform, Compose
-from mmengine.logging import print_log
+import torch
+from mmcv.transforms import BaseTransform
 from mmseg.registry import TRANSFORMS
-
-from ..errors import ToolError
-
-
-class SampleError(ValueError, ToolError):
-    """One dataset sample that cannot be used, with the files it comes from."""
+from torchvision.transforms.v2 import InterpolationMode
+from torchvision.transforms.v2 import functional as tvF
 
 
-# A complete JPEG ends with the EOI marker, a complete PNG with its IEND chunk (a few
-# bytes of padding after them are tolerated). The format comes from the file's first
-# bytes, not its name: PNGs saved as .jpg are common.
-_TAIL_BYTES = 64
-_FORMATS = ((b'\xff\xd8', b'\xff\xd9', 'JPEG EOI'), (b'\x89PNG', b'IEND', 'PNG IEND'))
+def jitter_size(height: int, width: int, target: Tuple[int, int], scale: float) -> Tuple[int, int]:
+    """(new_height, new_width): the image fitted into ``target`` (h, w), times ``scale``,
+    truncated. In float32, as torchvision's ``ScaleJitter`` computes it (a size that
+    lands on an integer in float64 can fall one pixel short there, and the other way)."""
+    ratio = min(target[0] / height, target[1] / width) * torch.tensor([scale], dtype=torch.float32)
+    return int(height * ratio), int(width * ratio)
 
 
-def truncation_problem(path: str) -> Optional[str]:
-    if not osp.isfile(path):
-        return None  # remote storage: left to the decoder
-    size = osp.getsize(path)
-    if size == 0:
-        return 'is empty (0 bytes)'
-    with open(path, 'rb') as f:
-        head = f.read(8)
-        f.seek(max(0, size - _TAIL_BYTES))
-        tail = f.read()
-    for magic, end, name in _FORMATS:
-        if head.startswith(magic) and end not in tail:
-            return f'is truncated ({size} bytes, no {name} marker at the end)'
-    return None
+def _resize(array: np.ndarray, size: Tuple[int, int], interpolation: InterpolationMode) -> np.ndarray:
+    """(H, W) or (H, W, C) array -> ``size`` with torchvision's kernel (bilinear with
+    antialiasing, or nearest)."""
+    chw = torch.from_numpy(np.ascontiguousarray(array))
+    chw = chw[None] if chw.ndim == 2 else chw.permute(2, 0, 1)
+    out = tvF.resize(chw, list(size), interpolation=interpolation, antialias=True)
+    return (out[0] if array.ndim == 2 else out.permute(1, 2, 0)).numpy()
 
 
-def panoptic_png_problem(path: str) -> Optional[str]:
-    """What is wrong with a panoptic PNG (COCO's RGB-encoded segment ids), or None: missing,
-    truncated, or not decodable."""
-    import cv2
-    if not osp.isfile(path):
-        return 'does not exist'
-    problem = truncation_problem(path)
-    if problem:
-        return problem
-    if cv2.imread(path, cv2.IMREAD_COLOR) is None:
-        return 'cannot be decoded as an image'
-    return None
-
-
-def panoptic_png_problems(paths: List[str]) -> List[Optional[str]]:
-    """:func:`panoptic_png_problem` of each path, decoded in threads (cv2 decodes without the GIL:
-    COCO's 118k PNGs in minutes)."""
-    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-        return list(pool.map(panoptic_png_problem, paths))
-
-
-def _wrap_panoptic_loading(load):
-    def load_checked(self, results: dict) -> None:
-        path = results.get('seg_map_path')
-        if path is not None and '://' not in str(path):
-            problem = truncation_problem(path) if osp.exists(path) else 'does not exist'
-            if problem:
-                raise SampleError(f'panoptic label {path} {problem} (image {results.get("img_path")})')
-        try:
-            return load(self, results)
-        except Exception as e:  # mmcv decodes a broken PNG to None; cv2 or numpy fails further on
-            raise SampleError(f'panoptic label {path} cannot be decoded (image {results.get("img_path")}): '
-                              f'{type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}') from None
-    load_checked.__wrapped__ = load
-    return load_checked
-
-
-def check_panoptic_loading() -> None:
-    """mmdet's ``LoadPanopticAnnotations`` with one error naming a missing, truncated or
-    undecodable PNG (mmdet's own: ``cv2.error ... !_src.empty()`` without the file)."""
-    from mmdet.datasets.transforms import LoadPanopticAnnotations
-    load = LoadPanopticAnnotations._load_masks_and_semantic_segs
-    if not hasattr(load, '__wrapped__'):
-        LoadPanopticAnnotations._load_masks_and_semantic_segs = _wrap_panoptic_loading(load)
-
-
-def _check_files(results: dict) -> None:
-    for key, what in (('img_path', 'image'), ('seg_map_path', 'label')):
-        path = results.get(key)
-        if path is None or '://' in str(path):
-            continue
-        if not osp.exists(path):
-            raise SampleError(f'{what} {path} does not exist')
-        problem = truncation_problem(path)
-        if problem:
-            raise SampleError(f'{what} {path} {problem}')
+def _factor(spread: float, centre: float = 1.0) -> float:
+    return torch.empty(1).uniform_(centre - spread, centre + spread).item()
 
 
 @TRANSFORMS.register_module()
-class CheckSegSample(BaseTransform):
-    """Check a loaded sample; goes right after ``LoadAnnotations`` (val/test pipelines).
+class EoMTColorJitter(BaseTransform):
+    """EoMT's colour jitter of the 0-255 image, each step with probability 1/2: brightness
+    times 1 +- ``brightness_delta`` / 255; then contrast and (saturation, hue) in a random
+    order: contrast blended with the image's mean grey by 1 +- ``contrast``, saturation
+    blended with its grey image by 1 +- ``saturation``, hue turned by +- ``hue_delta``
+    degrees. Goes before the geometry, as in EoMT (contrast reads the whole image's mean).
 
-    Checked: the files are whole; the image has 3 channels; the label map is
-    single-channel, the image's size, and holds only class ids ``0..num_classes-1`` or
-    ``ignore_index`` (after ``reduce_zero_label``, whose effect the message spells out).
-    Without a label (inference) only the image is checked. Keeps the pipeline flat, so
-    mmseg's ``inference_model`` can still swap ``test_pipeline[0]`` and drop
-    ``LoadAnnotations``; training pipelines use :class:`CheckedLoading`, which can also
-    catch decoding errors.
+    Draws from torch's generator in EoMT's order, so a seeded draw is EoMT's draw. The
+    image is mmcv's BGR array; the adjustments see it as RGB.
     """
 
-    def __init__(self, num_classes: int, ignore_index: int = 255):
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f'num_classes must be a positive int, got {num_classes!r}')
-        self.num_classes = num_classes
-        self.ignore_index = ignore_index
+    def __init__(self, brightness_delta: float = 32, contrast: float = 0.5, saturation: float = 0.5,
+                 hue_delta: float = 18):
+        for name, value, top in (('brightness_delta', brightness_delta, 255), ('contrast', contrast, 1),
+                                 ('saturation', saturation, 1), ('hue_delta', hue_delta, 180)):
+            if not 0 <= value <= top:
+                raise ValueError(f'EoMTColorJitter: {name} must be within [0, {top}], got {value!r}')
+        self.brightness = brightness_delta / 255
+        self.contrast, self.saturation, self.hue = contrast, saturation, hue_delta / 360
+        self.args = (brightness_delta, contrast, saturation, hue_delta)
+
+    def _contrast(self, rgb: torch.Tensor) -> torch.Tensor:
+        return tvF.adjust_contrast(rgb, _factor(self.contrast)) if torch.rand(()) < 0.5 else rgb
+
+    def _saturation_and_hue(self, rgb: torch.Tensor) -> torch.Tensor:
+        if torch.rand(()) < 0.5:
+            rgb = tvF.adjust_saturation(rgb, _factor(self.saturation))
+        if torch.rand(()) < 0.5:
+            rgb = tvF.adjust_hue(rgb, _factor(self.hue, centre=0.0))
+        return rgb
 
     def transform(self, results: dict) -> dict:
-        _check_files(results)
-        return self.check_loaded(results)
-
-    def check_loaded(self, results: dict) -> dict:
-        img_path = results.get('img_path', '<array input>')
-        img = results['img']
-        channels = 1 if img.ndim == 2 else img.shape[2]
-        if channels != 3:
-            raise SampleError(f'image {img_path} has {channels} channel(s) after loading, the model takes 3: '
-                              "load with LoadImageFromFile color_type='color' (the default), which converts "
-                              'grayscale and RGBA to 3 channels')
-        seg = results.get('gt_seg_map')
-        if seg is not None:
-            # test pipelines resize the image before loading the label at full size
-            size = tuple(results.get('ori_shape') or img.shape[:2])
-            self._check_label(seg, size, img_path, results.get('seg_map_path'),
-                              bool(results.get('reduce_zero_label', False)))
+        rgb = torch.from_numpy(np.ascontiguousarray(results['img'][..., ::-1])).permute(2, 0, 1)
+        if torch.rand(()) < 0.5:
+            rgb = tvF.adjust_brightness(rgb, _factor(self.brightness))
+        if torch.rand(()) < 0.5:
+            rgb = self._saturation_and_hue(self._contrast(rgb))
+        else:
+            rgb = self._contrast(self._saturation_and_hue(rgb))
+        results['img'] = np.ascontiguousarray(rgb.permute(1, 2, 0).numpy()[..., ::-1])
         return results
 
-    def _check_label(self, seg: np.ndarray, size: tuple, img_path, seg_path, reduce_zero_label: bool) -> None:
-        if seg.ndim != 2:
-            raise SampleError(f'label {seg_path} has shape {seg.shape}: expected a single-channel map of class '
-                              'ids (a color-coded palette image must be converted to ids first)')
-        if seg.shape != size:
-            raise SampleError(f'label {seg_path} is {seg.shape[1]}x{seg.shape[0]} but its image {img_path} is '
-                              f'{size[1]}x{size[0]} (width x height)')
-        values = np.unique(seg)
-        bad = values[(values >= self.num_classes) & (values != self.ignore_index)]
-        if bad.size:
-            if reduce_zero_label:
-                stored = [int(v) + 1 for v in bad[:5]]
-                rule = (f'file values {stored} are out of range: with reduce_zero_label=True a label file holds '
-                        f'0 (ignored) and 1..{self.num_classes} (classes 0..{self.num_classes - 1})')
-            else:
-                rule = (f'values {[int(v) for v in bad[:5]]} are out of range: with reduce_zero_label=False a label '
-                        f'file holds 0..{self.num_classes - 1} and {self.ignore_index} (ignored); ADE20K-style '
-                        'files (0 = other) need reduce_zero_label=True')
-            raise SampleError(f'label {seg_path}: {rule}')
-
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}(num_classes={self.num_classes}, ignore_index={self.ignore_index})'
+        b, c, s, h = self.args
+        return f'{self.__class__.__name__}(brightness_delta={b}, contrast={c}, saturation={s}, hue_delta={h})'
+
+
+def _pad_crop(array: np.ndarray, top: int, left: int, crop: Tuple[int, int], pad_val) -> np.ndarray:
+    """The ``crop`` window at (top, left) of ``array`` padded at the bottom and right."""
+    ch, cw = crop
+    out = np.full((ch, cw) + array.shape[2:], pad_val, dtype=array.dtype)
+    window = array[top:top + ch, left:left + cw]
+    out[:window.shape[0], :window.shape[1]] = window
+    return out
 
 
 @TRANSFORMS.register_module()
-class CheckedLoading(BaseTransform):
-    """The loading ``transforms`` (image, labels) followed by :class:`CheckSegSample`,
-    with decoding errors caught too; the training pipelines' first step.
+class ScaleJitterCrop(BaseTransform):
+    """Resize so that the image fits ``crop_size`` times a scale drawn uniformly from
+    ``scale_range`` (for a square crop: the long side becomes ``crop * s``), pad the
+    bottom and right up to ``crop_size`` (image ``img_pad_val``, labels ``seg_pad_val``),
+    and take a uniformly placed ``crop_size`` window. A window without a single labelled
+    pixel (all ``ignore_index``) is drawn again from the original image, as EoMT does,
+    while the image has labelled pixels at all, up to ``max_draws`` draws in all (then
+    the last draw is kept: an unlabelled crop trains every query toward "no object").
+
+    Replaces ``RandomResize`` + ``RandomCrop`` in a train pipeline; EoMT flips and jitters
+    colours first (a redraw here keeps them; they are independent of the window, so the
+    distribution is EoMT's). Records ``scale_jitter = dict(scale, size, crop, draws)`` in the
+    results, for the curious and for tests.
 
     Args:
-        transforms: the loading transforms it wraps (``LoadImageFromFile``,
-            ``LoadAnnotations``).
-        num_classes, ignore_index: as for :class:`CheckSegSample`.
-        skip_corrupt: a bad sample is logged, counted (``SkippedSampleHook`` logs the
-            count) and replaced by another (mmengine's refetch in training datasets)
-            instead of stopping the run. Only for training: val/test datasets stop on
-            the first bad sample, their metrics would be over a different set otherwise.
+        crop_size: (h, w) of the output, EoMT's 512x512 for ADE20K.
+        scale_range: (low, high) of the scale, EoMT's (0.5, 2.0).
+        img_pad_val: the padded image value (EoMT pads the 0-255 image with 0).
+        seg_pad_val, ignore_index: the padded label value, and the label that counts as
+            "no target" when checking a crop (ADE20K with ``reduce_zero_label``: 255).
+        max_draws: how many windows at most before an unlabelled one is kept.
     """
 
-    def __init__(self, transforms: List[dict], num_classes: int, ignore_index: int = 255,
-                 skip_corrupt: bool = False):
-        self.loading = Compose(transforms)
-        self.check = CheckSegSample(num_classes, ignore_index)
-        self.skip_corrupt = skip_corrupt
-        # Shared with forked/spawned dataloader workers, read by SkippedSampleHook.
-        self.skipped = multiprocessing.Value('i', 0) if skip_corrupt else None
+    def __init__(self, crop_size: Sequence[int] = (512, 512), scale_range: Sequence[float] = (0.5, 2.0),
+                 img_pad_val: float = 0, seg_pad_val: int = 255, ignore_index: int = 255, max_draws: int = 100):
+        crop_size = tuple(crop_size)
+        if len(crop_size) != 2 or not all(isinstance(s, int) and s > 0 for s in crop_size):
+            raise ValueError(f'ScaleJitterCrop: crop_size must be two positive ints (h, w), got {crop_size!r}')
+        scale_range = tuple(scale_range)
+        if len(scale_range) != 2 or not 0 < scale_range[0] <= scale_range[1]:
+            raise ValueError(f'ScaleJitterCrop: scale_range must be (low, high) with 0 < low <= high, '
+                             f'got {scale_range!r}')
+        if max_draws < 1:
+            raise ValueError(f'ScaleJitterCrop: max_draws must be at least 1, got {max_draws}')
+        self.crop_size, self.scale_range = crop_size, scale_range
+        self.img_pad_val, self.seg_pad_val, self.ignore_index = img_pad_val, seg_pad_val, ignore_index
+        self.max_draws = max_draws
 
-    def transform(self, results: dict) -> Optional[dict]:
-        try:
-            return self._load_and_check(results)
-        except SampleError as e:
-            if not self.skip_corrupt:
-                raise
-            with self.skipped.get_lock():
-                self.skipped.value += 1
-            print_log(f'skipping corrupt training sample: {e}', logger='current', level=30)
-            return None  # mmengine's BaseDataset fetches another sample
+    def _draw(self, shape: Tuple[int, int]) -> Tuple[float, Tuple[int, int], Tuple[int, int]]:
+        """A scale, the resized (h, w) and the window's (top, left)."""
+        low, high = self.scale_range
+        scale = low + np.random.random() * (high - low)
+        size = jitter_size(*shape, self.crop_size, scale)
+        # the padded image is at least the crop: a window fits anywhere in the rest
+        top = np.random.randint(0, max(size[0], self.crop_size[0]) - self.crop_size[0] + 1)
+        left = np.random.randint(0, max(size[1], self.crop_size[1]) - self.crop_size[1] + 1)
+        return scale, size, (top, left)
 
-    def _load_and_check(self, results: dict) -> dict:
-        _check_files(results)  # before decoding: a truncated JPEG decodes without complaint
-        img_path, seg_path = results.get('img_path'), results.get('seg_map_path')
-        try:
-            loaded = self.loading(results)
-        except Exception as e:
-            raise SampleError(f'cannot decode {img_path} / {seg_path}: {type(e).__name__}: {e}') from None
-        if loaded is None:
-            raise SampleError(f'the loading transforms returned nothing for {img_path}')
-        return self.check.check_loaded(loaded)
+    def transform(self, results: dict) -> dict:
+        img = results['img']
+        seg_keys = list(results.get('seg_fields', []))
+        if 'gt_seg_map' in results and 'gt_seg_map' not in seg_keys:
+            seg_keys.append('gt_seg_map')
+        height, width = img.shape[:2]
+        labels = results.get('gt_seg_map')
+        labelled = labels is not None and bool((labels != self.ignore_index).any())
+        for draws in range(1, self.max_draws + 1):
+            scale, size, (top, left) = self._draw((height, width))
+            segs = {key: _pad_crop(_resize(results[key], size, InterpolationMode.NEAREST), top, left,
+                                   self.crop_size, self.seg_pad_val) for key in seg_keys}
+            if not labelled or (segs['gt_seg_map'] != self.ignore_index).any():
+                break
+        results['img'] = _pad_crop(_resize(img, size, InterpolationMode.BILINEAR), top, left, self.crop_size,
+                                   self.img_pad_val)
+        results.update(segs)
+        results['img_shape'] = self.crop_size
+        results['scale_factor'] = (size[1] / width, size[0] / height)
+        results['scale_jitter'] = dict(scale=scale, size=size, crop=(top, left), draws=draws)
+        return results
 
     def __repr__(self) -> str:
-        return f'{self.__class__.__name__}(loading={self.loading}, check={self.check}, skip_corrupt={self.skip_corrupt})'
+        return (f'{self.__class__.__name__}(crop_size={self.crop_size}, scale_range={self.scale_range}, '
+                f'img_pad_val={self.img_pad_val}, seg_pad_val={self.seg_pad_val}, '
+                f'ignore_index={self.ignore_index}, max_draws={self.max_draws})')
 
 
-def skipped_samples(dataset) -> int:
-    """How many samples the ``CheckedLoading`` transforms of ``dataset`` skipped."""
-    total = 0
-    for ds in _datasets(dataset):
-        for t in getattr(getattr(ds, 'pipeline', None), 'transforms', []):
-            if isinstance(t, CheckedLoading) and t.skipped is not None:
-                total += t.skipped.value
-    return total
+__all__ = ['EoMTColorJitter', 'ScaleJitterCrop', 'jitter_size']
 
 
-def _datasets(dataset):
-    # ConcatDataset / RepeatDataset wrappers hold theirs in .datasets / .dataset
-    if hasattr(dataset, 'datasets'):
-        for ds in dataset.datasets:
-            yield from _datasets(ds)
-    elif hasattr(dataset, 'dataset') and not hasattr(dataset, 'pipeline'):
-        yield from _datasets(dataset.dataset)
-    else:
-        yield dataset
+# the per-sample checks this module held until they joined the other dataset checks
+_MOVED_TO_CHECKS = ('CheckedLoading', 'CheckSegSample', 'SampleError', 'skipped_samples', 'panoptic_png_problem',
+                    'panoptic_png_problems', 'check_panoptic_loading')
+
+
+def __getattr__(name: str):
+    if name in _MOVED_TO_CHECKS:
+        from ..utils.moved import warn_moved
+        from . import checks
+        warn_moved(f'{__name__}.{name}', 'vit5seg.datasets.checks', stacklevel=2)
+        return getattr(checks, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

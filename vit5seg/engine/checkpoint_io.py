@@ -29,7 +29,7 @@ from typing import Optional
 import torch
 
 from ..models.checkpoint import CheckpointError, first_of, read_checkpoint, shape_mismatches
-from ..models.eomt_release import describe_release
+from ..models.mask_classification.releases import describe_release
 
 _allow_unsafe = False
 

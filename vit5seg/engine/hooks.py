@@ -153,7 +153,7 @@ class SkippedSampleHook(Hook):
 
     @staticmethod
     def _count(runner) -> int:
-        from ..datasets.transforms import skipped_samples
+        from ..datasets.checks import skipped_samples
         return skipped_samples(runner.train_dataloader.dataset)
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 
-from ..datasets.validation import check_data
+from ..datasets.checks import check_data
 from ..errors import ToolError
 from ..hub import resolve
 from ..models.checkpoint import CheckpointError, no_checkpoint_file
 from .accumulation import BatchPlan, apply_plan, batch_plan, launcher_world_size
-from .amp import add_amp_arguments, enable_amp
+from ..utils.amp import add_amp_arguments, enable_amp
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 from .runner import forget_runner
 

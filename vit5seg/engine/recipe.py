@@ -26,10 +26,10 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence
 from mmengine.optim.scheduler.param_scheduler import INF
 
 from ..models.backbones.vit5 import ViT5, resolve_arch
-from ..models.eomt import EoMTHead
+from ..models.mask_classification import EoMTHead
 from ..paths import describe_code
 from .accumulation import BatchPlan, apply_plan, batch_plan
-from .eomt import EoMTMaskAnnealingHook, annealing_windows
+from .mask_annealing import EoMTMaskAnnealingHook, annealing_windows
 from .run_objects import RunObjects, lr_scale, wrappers
 
 # What mmengine's Runner.from_cfg reads (and test.py --tta): a config's other top-level names
@@ -428,7 +428,7 @@ def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: 
     ``gpus`` processes with ``accumulate`` ('auto' or a number of micro-batches, as
     ``tools/train.py --accumulate``; None: no flag), or with the run's own ``plan``. ``run``:
     the objects the trainer built (``ViT5Runner.run_objects``; for a card before the run,
-    ``vit5seg.engine.runner.card`` builds them as the trainer does); without it, the config's
+    ``vit5seg.engine.card.card`` builds them as the trainer does); without it, the config's
     values only."""
     plan = plan or batch_plan(cfg, gpus, accumulate)
     cfg = copy.deepcopy(cfg)

@@ -15,7 +15,8 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
 - Every checkpoint records the run's :class:`BatchPlan` (``meta['batch_plan']``); resuming
   under other images per iteration is one error (:class:`BatchPlanHook`).
 - The recipe card (:mod:`vit5seg.engine.recipe`), read from the optimizer wrapper, schedulers
-  and loop this Runner built, is the first thing a training logs (:class:`RecipeCardHook`),
+  and loop this Runner built, is the first thing a training logs (:class:`RecipeCardHook`;
+  ``tools/print_config.py --card`` builds the same objects: :mod:`vit5seg.engine.card`),
   with a warning where the images per iteration differ from the config's, and goes into the
   config the run saves as ``recipe_card``.
 - ``train``, ``val`` and ``test`` end their dataloader workers when they return or raise.
@@ -25,19 +26,16 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
   DataLoader of 2 workers: 10 s; 0.01 s when its last reference goes). A Python process that
   ran a training stalled at some later moment; here the workers stop when the run ends.
 """
-import copy
-from typing import Optional
 
-import torch
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, IterBasedTrainLoop, Runner
-from mmengine.registry import DATASETS, RUNNERS  # the root registries: mmseg and mmdet configs both find them
+from mmengine.registry import RUNNERS  # the root registries: mmseg and mmdet configs both find them
 
-from .accumulation import LOOP_TYPE, BatchPlan, apply_plan, batch_plan, check_resumed_plan
+from .accumulation import LOOP_TYPE, BatchPlan, check_resumed_plan
 from .recipe import recipe_card
-from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, converts_epochs, describe_epoch,
-                          epoch_steps, scale_lrs, scheduler_specs, wrappers)
+from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, describe_epoch, epoch_steps, scale_lrs,
+                          wrappers)
 
 
 def end_loader_workers(holder) -> None:
@@ -49,7 +47,8 @@ def end_loader_workers(holder) -> None:
         holder._iterator = None
 
 
-def _trains(cfg) -> bool:
+def trains(cfg) -> bool:
+    """Whether ``cfg`` trains (mmengine's three keys of a training are set)."""
     return bool(cfg.get('train_cfg') and cfg.get('train_dataloader') and cfg.get('optim_wrapper'))
 
 
@@ -74,7 +73,7 @@ class RecipeCardHook(Hook):
     priority = 'HIGHEST'
 
     def before_run(self, runner) -> None:
-        if not (isinstance(runner._train_loop, BaseLoop) and _trains(runner.cfg)):
+        if not (isinstance(runner._train_loop, BaseLoop) and trains(runner.cfg)):
             return  # a test or validation run
         plan, run = runner.batch_plan, runner.run_objects()
         card = recipe_card(runner.cfg, plan.gpus, config=runner.cfg.filename or '', run=run, plan=plan)
@@ -190,114 +189,6 @@ class ViT5Runner(Runner):
                          f'{self._lr_scale:g}')
 
 
-@DATASETS.register_module()
-class RecipeCardStandInDataset(torch.utils.data.Dataset):
-    """The card's train data where the config's is not read: the loop is built over it and never
-    iterated."""
-    metainfo: dict = {}
-
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, index):
-        raise IndexError('the recipe card builds the train loop without data and never iterates it')
-
-
-class CardRunner(ViT5Runner):
-    """ViT5Runner for ``tools/print_config.py --card``: it builds what a training builds before its
-    first step (:meth:`build_training_objects`, the same code) and nothing else. What differs is
-    where it builds: the model on the meta device (names and shapes, no memory), no device move or
-    DDP, ``card_gpus`` processes for the lr rule, the train loader without workers (the config's data
-    where a scheduler counts epochs and the data can be read, else a stand-in the loop never
-    iterates; the card then says the epoch is unknown), a throwaway work dir."""
-
-    @property
-    def world_size(self) -> int:
-        return int(self.cfg.get('card_gpus', 1))
-
-    def build_model(self, model):
-        if isinstance(model, torch.nn.Module):
-            return model
-        try:  # a copy each time: a segmentor's constructor edits its config (mmseg moves `pretrained`)
-            with torch.device('meta'):
-                return super().build_model(copy.deepcopy(model))
-        except (RuntimeError, NotImplementedError):  # a head that reads a value while it builds (.item())
-            return super().build_model(copy.deepcopy(model))
-
-    def wrap_model(self, model_wrapper_cfg, model):
-        return model
-
-    # it writes nothing: no config dump, no environment log, no visualizer backend (each formats the
-    # whole config with yapf, 95% of a card's time)
-    def _log_env(self, env_cfg) -> None:
-        pass
-
-    def dump_config(self) -> None:
-        pass
-
-    def build_visualizer(self, visualizer=None):
-        from mmengine.visualization import Visualizer
-        return Visualizer.get_instance(self._experiment_name)
-
-    def build_dataloader(self, dataloader, seed=None, diff_rank_seed=False):
-        """mmengine's; where the config's data cannot be read here, the stand-in, and the reason
-        kept for the card."""
-        try:
-            return super().build_dataloader(dataloader, seed=seed, diff_rank_seed=diff_rank_seed)
-        except Exception as e:  # no data here
-            self._data_unknown = f'{type(e).__name__}: {e}'
-            return super().build_dataloader({**dataloader, 'dataset': dict(type='RecipeCardStandInDataset')},
-                                            seed=seed, diff_rank_seed=diff_rank_seed)
-
-    def _build_param_scheduler(self, scheduler, optim_wrapper) -> list:
-        unknown = getattr(self, '_data_unknown', None)
-        if unknown and any_converts_epochs(scheduler):  # no epoch to convert: the card says why
-            scheduler = [s for s in scheduler_specs(scheduler) if not converts_epochs(s)]
-            self._epoch = (f'unknown: the train dataset cannot be read here ({unknown})', None)
-        return super()._build_param_scheduler(scheduler, optim_wrapper)
-
-
-def _card_cfg(cfg, plan: BatchPlan, work_dir: str):
-    """``cfg`` as :class:`CardRunner` builds it: the plan's loop and counts, no weights to load,
-    logs at warnings only, a loader without workers over the config's data where a scheduler
-    counts epochs, else the stand-in."""
-    cfg = copy.deepcopy(cfg)
-    apply_plan(cfg, plan)
-    cfg.update(work_dir=work_dir, load_from=None, resume=False, log_level='WARNING', card_gpus=plan.gpus,
-               launcher='none')
-    if cfg.optim_wrapper.get('type') == 'AmpOptimWrapper' and not torch.cuda.is_available():
-        cfg.optim_wrapper.type = 'OptimWrapper'  # AmpOptimWrapper asserts a GPU when built; same param groups
-        for key in ('loss_scale', 'dtype', 'use_fsdp'):
-            cfg.optim_wrapper.pop(key, None)
-    loader = cfg.train_dataloader
-    loader.update(num_workers=0, persistent_workers=False)
-    if not any_converts_epochs(cfg.get('param_scheduler')):  # no epoch to count: the data is not read
-        loader.dataset = dict(type='RecipeCardStandInDataset')
-    return cfg
-
-
-def card_run_objects(cfg, plan: BatchPlan) -> RunObjects:
-    """The objects a training of ``cfg`` under ``plan`` builds before its first step, built by
-    :class:`CardRunner` (the Runner's own code); nothing of it is left behind: its work dir,
-    logger and visualizer are removed and the random state is restored."""
-    import random
-    import tempfile
-
-    import numpy as np
-    from mmseg.utils import register_all_modules
-    register_all_modules(init_default_scope=False)
-    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    with tempfile.TemporaryDirectory(prefix='vit5seg-card-') as work_dir:
-        runner = CardRunner.from_cfg(_card_cfg(cfg, plan, work_dir))
-        try:
-            return runner.build_training_objects()
-        finally:
-            forget_runner(runner)
-            random.setstate(states[0])
-            np.random.set_state(states[1])
-            torch.set_rng_state(states[2])
-
-
 def forget_runner(runner) -> None:
     """Close and unregister the named logger and visualizer a Runner made, which a later Runner of
     the same second in this process would otherwise reuse (pointing into a removed folder), and
@@ -310,14 +201,4 @@ def forget_runner(runner) -> None:
     shutil.rmtree(runner.log_dir, ignore_errors=True)
 
 
-def card(cfg, gpus: int, accumulate: Optional[str] = 'auto', config: str = ''):
-    """The recipe card of ``cfg`` launched on ``gpus`` processes with ``accumulate`` (as
-    ``tools/train.py --accumulate``; None: no flag), read from the objects the training would
-    build (:func:`card_run_objects`): what ``tools/print_config.py --card`` prints."""
-    plan = batch_plan(cfg, gpus, accumulate)
-    run = card_run_objects(cfg, plan) if _trains(cfg) else None
-    return recipe_card(cfg, gpus, config=config, run=run, plan=plan)
-
-
-__all__ = ['BatchPlanHook', 'CardRunner', 'RecipeCardHook', 'ViT5Runner', 'card', 'card_run_objects',
-           'end_loader_workers', 'forget_runner']
+__all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner', 'end_loader_workers', 'forget_runner', 'trains']

@@ -1,4 +1,9 @@
-"""Command-line conversion of backbone checkpoints and EoMT releases (``tools/convert_checkpoint.py``)."""
+"""Command-line conversion of backbone checkpoints and EoMT releases (``tools/convert_checkpoint.py``).
+
+:func:`convert_file` is conversion's top: it reads each file once (:mod:`.checkpoint_files`),
+hands the weights once to the release tables (:mod:`.mask_classification.releases`) or, for
+a backbone, to the layouts (:mod:`.backbone_layouts`), and writes the result.
+"""
 import argparse
 import ast
 import re
@@ -6,14 +11,11 @@ from pathlib import Path
 from typing import Optional
 
 import torch
-from mmengine.config import Config
 
-from .. import paths
 from ..hub import DownloadError
-from ..utils.dataset_meta import config_dataset_meta
-from .checkpoint import (CheckpointError, check_fits, conversion_options, convert_checkpoint, convert_loaded,
-                         extract_state_dict, fit_options, fit_to_model, keys_under, read_checkpoint)
-from .eomt_release import convert_eomt_release, describe_release, is_eomt_release, release_meta
+from .backbone_layouts import check_fits, conversion_options, convert_loaded, fit_options, fit_to_model
+from .checkpoint_files import CheckpointError, extract_state_dict, read_checkpoint
+from .mask_classification.releases import convert_release, describe_release
 
 
 def parse_arch(text: str):
@@ -43,21 +45,6 @@ def segmentor_state_dict(obj, src) -> dict:
     return sd
 
 
-def release_dataset_meta(release: dict) -> Optional[dict]:
-    """The class names and palette of the shipped config a release fits, in the converted
-    model's class order; None where no config fits it."""
-    if not release.get('config'):
-        return None
-    path = paths.config_path(release['config'].removeprefix('configs/'))
-    if not path.is_file():
-        return None
-    meta = config_dataset_meta(Config.fromfile(str(path)))
-    if meta is not None and len(meta['classes']) != release['num_classes']:
-        raise CheckpointError(f'{release["config"]} names {len(meta["classes"])} classes, the release predicts '
-                              f'{release["num_classes"]}')
-    return meta
-
-
 def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None,
                  sha256=None, delta_to=None, meta_out: Optional[dict] = None, drop_head: bool = False) -> str:
     """Convert ``src`` to this package's layout at ``dst``; with ``arch``, first check
@@ -75,23 +62,14 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
         grid, fit, options = model.patch_grid, fit_options(model), conversion_options(model)
     obj = read_checkpoint(src, allow_unsafe, sha256=sha256)
     raw = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
-    if is_eomt_release(raw):
-        base = None
-        if delta_to is not None:
-            base, base_layout = convert_checkpoint(delta_to, allow_unsafe=allow_unsafe, **options)
-        try:
-            sd, layout = convert_eomt_release(raw, base=base, num_heads=options.get('num_heads'))
-        except CheckpointError as e:
-            raise CheckpointError(f'{src}: {e}') from None
-        except (RuntimeError, ValueError) as e:  # --arch's heads cannot split the release's channels
-            raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
-        if model is not None:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
-            check_fits(model, fit_to_model(keys_under(sd, 'backbone.'), grid, **fit), source=f'{src} [{layout}]')
-        extra = dict(eomt_release=release_meta(sd, layout, str(src)))
-        dataset_meta = release_dataset_meta(extra['eomt_release'])
-        if dataset_meta is not None:  # mmdet's init_detector and mmseg's init_model name the classes from it
-            extra['dataset_meta'] = dataset_meta
-        layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
+    try:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
+        release = convert_release(raw, src, delta_to=delta_to, allow_unsafe=allow_unsafe, model=model, **options)
+    except CheckpointError:
+        raise
+    except (RuntimeError, ValueError) as e:  # --arch's heads cannot split the release's channels
+        raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
+    if release is not None:
+        sd, layout, extra = release
     elif drop_head:
         if delta_to is not None or arch is not None:
             raise CheckpointError('--drop-head keeps a segmentor checkpoint\'s own layout: --delta-to and --arch '

@@ -7,7 +7,7 @@ Writes ``DIR/selfcheck.json`` ({"environment", "tested_set", "checks", "figures"
 ``environment`` says what the machine is and which code ran (version, commit, how it is
 installed), ``tested_set`` the lock's versions beside it, ``checks`` holds the checks,
 ``figures`` the measurements, ``eomt`` EoMT's speed eager and compiled, ``panoptic`` (CUDA) EoMT's
-panoptic inference beside DINOv3's and Mask2Former's (vit5seg.benchmark_panoptic), ``estimates`` the
+panoptic inference beside DINOv3's and Mask2Former's (vit5seg.benchmark.panoptic), ``estimates`` the
 run time of the entry configs and EoMT on 1, 2, 4 and 8 GPUs.
 """
 import argparse
@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import torch
 
-from ..benchmark_panoptic import panoptic_table, panoptic_timings
+from ..benchmark.panoptic import panoptic_table, panoptic_timings
 from .checks import CHECKS, ENTRY_CONFIGS, QUICK, Context, Skip
 from .figures import (EOMT_ANCHOR, EOMT_CONFIGS, eomt_figures, eomt_table, estimate_line, rms_norm_figures,
                       schedule_estimates, segmentor_figures)

@@ -110,7 +110,7 @@ def check_heads(ctx) -> str:
     """Every head config (tiny backbone) trains a step and predicts whole and slide."""
     from mmengine.config import ConfigDict
 
-    from ..models.segmentor import tiny_segmentor
+    from ..models.builder import tiny_segmentor
     from ..registry_audit import train_and_predict
     failed, configs = [], [c for c in HEAD_CONFIGS if HAS_MMDET or 'mask2former' not in c.stem]
     for config in configs:
@@ -170,7 +170,7 @@ def _amp_check(dtype: torch.dtype):
             raise Skip('autocast train steps are checked on CUDA only')
         if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
             raise Skip('this GPU has no bfloat16')
-        from ..models.segmentor import tiny_segmentor
+        from ..models.builder import tiny_segmentor
         from ..registry_audit import synthetic_batch
         model = tiny_segmentor(HEAD_CONFIGS[0]).cuda().train()
         scaler = torch.amp.GradScaler('cuda', enabled=dtype == torch.float16)

@@ -12,10 +12,11 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from ..benchmark import AMP_DTYPES, SegmentorSteps, segmentor_peak_mb
+from ..benchmark.segmentor import SegmentorSteps, segmentor_peak_mb
 from ..engine.accumulation import batch_plan
-from ..models.segmentor import build_segmentor
+from ..models.builder import build_segmentor
 from ..paths import config_path
+from ..utils.amp import AMP_DTYPES
 from ..utils.timing import sync_device, time_interleaved
 from .checks import ENTRY_CONFIGS
 

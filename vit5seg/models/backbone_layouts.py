@@ -1,0 +1,222 @@
+"""Backbone key layouts: every checkpoint layout the backbone reads, mapped to this
+package's keys, and fitted to a model's geometry (conversion's middle layer, above
+:mod:`.checkpoint_files`).
+
+Layouts understood (detected from the keys):
+- ``vit5``: the authors' ViT-5 release (``reg_token``, ``attn.q_norm``, RoPE ``freqs``);
+- ``deit3-fb``: Facebook's DeiT-III release (``gamma_1`` / ``gamma_2``), also the keys of
+  this package's own files;
+- ``deit3-timm``: timm's ``deit3_*`` (``ls1.gamma`` / ``ls2.gamma``);
+- ``vit5seg``: a file this package converted (``meta.vit5seg_layout``) or trained;
+- DINOv2 / DINOv3 of Meta, timm and transformers (:mod:`.dinov_layouts`), also inside an
+  EoMT release (``network.encoder.backbone.*``).
+"""
+import logging
+import re
+from typing import Optional, Tuple
+
+import torch
+from mmengine.logging import print_log
+from timm.layers import resample_patch_embed
+
+from .checkpoint_files import CheckpointError, StateDict, extract_state_dict, is_own_layout, keys_under
+from .dinov_layouts import CONVERTERS, convert_dinov, detect_dinov_layout
+from .layers import dinov3_periods, resize_pos_embed, rope_frequencies
+
+
+# Where an EoMT release (the Lightning module's state dict) keeps its backbone
+EOMT_BACKBONE_PREFIX = 'network.encoder.backbone.'
+# Every layout convert_state_dict reads, for the error that lists them.
+KNOWN_LAYOUTS = ('vit5 (the authors\' ViT-5)', 'deit3-fb', 'deit3-timm', 'vit5seg (converted or trained here)',
+                 'dinov2-meta', 'dinov2-timm', 'dinov2-hf', 'dinov3-meta', 'dinov3-timm', 'dinov3-hf',
+                 'eomt-release (network.encoder.backbone.*)')
+
+
+def detect_layout(sd: StateDict) -> str:
+    keys = set(sd)
+    dinov = detect_dinov_layout(sd)
+    if dinov is not None:
+        return dinov
+    if 'blocks.0.ls1.gamma' in keys:
+        return 'deit3-timm'
+    if 'reg_token' in keys or any(k.endswith(('attn.rope.freqs', 'attn.q_norm.weight')) for k in keys):
+        return 'vit5'
+    if 'blocks.0.gamma_1' in keys:
+        return 'deit3-fb'
+    if 'cls_token' in keys and 'blocks.0.attn.qkv.weight' in keys:
+        raise CheckpointError('a plain ViT checkpoint without LayerScale is none of the known layouts '
+                              f'({", ".join(KNOWN_LAYOUTS)})')
+    sample = sorted(keys)[:8]
+    raise CheckpointError(f'not a backbone checkpoint of a known layout ({", ".join(KNOWN_LAYOUTS)}); '
+                          f'first keys: {sample}')
+
+
+_TIMM_RENAMES = [(re.compile(r'\.ls([12])\.gamma$'), r'.gamma_\1')]
+_DROPPED = re.compile(r'^(head|fc_norm|head_drop)\.')
+
+
+def _check_rope(key: str, value: torch.Tensor, theta: float) -> None:
+    """Stored RoPE frequencies (ViT-5's ``freqs``) or periods (DINOv3's) are derived values:
+    they must be those of ``theta``."""
+    if key == 'rope_embed.periods':
+        expected = dinov3_periods(value.numel() * 4, theta)
+    else:
+        expected = rope_frequencies(value.numel() * 4, theta)
+    if value.shape != expected.shape or not torch.allclose(value.float(), expected, rtol=1e-5, atol=0):
+        raise CheckpointError(f'{key} does not match RoPE theta={theta:g}: the checkpoint was '
+                              f'trained with other rotary frequencies')
+
+
+def convert_state_dict(sd: StateDict, layout: Optional[str] = None, rope_theta: Optional[float] = None,
+                       register_rope_theta: float = 100., num_heads: Optional[int] = None) -> Tuple[StateDict, str]:
+    """Map any supported layout to this package's keys.
+
+    The classifier is dropped; the stored RoPE frequencies are derived values, so they
+    are checked against ``rope_theta`` (default: the layout's, 10000 for ViT-5, 100 for
+    DINOv3) / ``register_rope_theta`` and dropped. ``num_heads``: the model's (DINOv3's
+    channel pairs are rearranged per head; default: 64 channels per head).
+    """
+    if layout is None and any(k.startswith(EOMT_BACKBONE_PREFIX) for k in sd):
+        sd = keys_under(sd, EOMT_BACKBONE_PREFIX)  # an EoMT release: its backbone
+    layout = layout or detect_layout(sd)
+    if rope_theta is None:
+        rope_theta = 100. if layout.startswith('dinov3') else 10000.
+    if 'rope_embed.periods' in sd:
+        _check_rope('rope_embed.periods', sd['rope_embed.periods'], rope_theta)
+    if layout in CONVERTERS:
+        return convert_dinov(_without_classifier(sd), layout, num_heads), layout
+    out = {}
+    for key, value in _without_classifier(sd).items():
+        if key.endswith(('attn.rope.freqs', 'attn.rope_reg.freqs')):
+            _check_rope(key, value, register_rope_theta if 'rope_reg' in key else rope_theta)
+            continue
+        if layout == 'deit3-timm':
+            for pattern, repl in _TIMM_RENAMES:
+                key = pattern.sub(repl, key)
+        out[key] = value
+    return out, layout
+
+
+def _without_classifier(sd: StateDict) -> StateDict:
+    return {k: v for k, v in sd.items() if not _DROPPED.match(k)}
+
+
+def fit_to_model(sd: StateDict, grid: Tuple[int, int], patch_size: Optional[int] = None, offset: float = 0.,
+                 antialias: bool = False) -> StateDict:
+    """A square checkpoint pos_embed (1, n*n, C) resized to ``grid`` by the model's rule
+    (:func:`vit5seg.models.layers.resize_pos_embed`), and a patch kernel of another size
+    resampled to ``patch_size`` as timm does when it builds EoMT's DINOv2 at patch 16
+    (FlexiViT's pseudo-inverse resize, bicubic with antialias)."""
+    sd = dict(sd)
+    kernel = sd.get('patch_embed.proj.weight')
+    if patch_size is not None and kernel is not None and tuple(kernel.shape[-2:]) != (patch_size, patch_size):
+        sd['patch_embed.proj.weight'] = resample_patch_embed(kernel, [patch_size, patch_size], interpolation='bicubic',
+                                                             antialias=True, verbose=False)
+        print_log(f'resampled the patch embedding from {kernel.shape[-1]} to {patch_size}', logger='current',
+                  level=logging.INFO)
+    pos = sd.get('pos_embed')
+    if pos is None:
+        return sd
+    side = int(round(pos.shape[1] ** 0.5))
+    if side * side != pos.shape[1]:
+        raise CheckpointError(f'pos_embed of {pos.shape[1]} tokens is not a square grid')
+    if (side, side) != tuple(grid):
+        sd['pos_embed'] = resize_pos_embed(pos, (side, side), grid, offset=offset, antialias=antialias)
+        print_log(f'resized pos_embed from {side}x{side} to {grid[0]}x{grid[1]}', logger='current',
+                  level=logging.INFO)
+    return sd
+
+
+def _describe(sd: StateDict) -> str:
+    backbone = keys_under(sd, 'backbone.')
+    sd = backbone or sd  # a whole segmentor: describe its backbone
+    depth = len({k.split('.')[1] for k in sd if k.startswith('blocks.')})
+    width = sd['cls_token'].shape[-1] if 'cls_token' in sd else '?'
+    return f'width {width}, depth {depth}'
+
+
+def shape_mismatches(own: StateDict, sd: StateDict) -> list:
+    """``key: checkpoint (shape) vs model (shape)`` for each tensor both hold in other shapes, sorted."""
+    return sorted(f'{k}: checkpoint {tuple(sd[k].shape)} vs model {tuple(own[k].shape)}'
+                  for k in set(own) & set(sd) if hasattr(sd[k], 'shape') and sd[k].shape != own[k].shape)
+
+
+def first_of(items: list, most: int = 12) -> list:
+    """``items``, past ``most`` cut to them and a '... and N more'."""
+    return items[:most] + ([f'... and {len(items) - most} more'] if len(items) > most else [])
+
+
+class CheckpointMismatch(CheckpointError):
+    """A checkpoint read and converted that does not fit its model (its message names both)."""
+
+
+def check_fits(model: torch.nn.Module, sd: StateDict, source: str = 'checkpoint') -> None:
+    """Raise with every missing, unexpected and mis-shaped key; never a partial load."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own))
+    shapes = shape_mismatches(own, sd)
+    if not (missing or unexpected or shapes):
+        return
+    arch = getattr(model, 'arch', None) or getattr(getattr(model, 'backbone', None), 'arch', '?')
+    lines = [f'{source} ({_describe(sd)}) does not fit {type(model).__name__} '
+             f'arch={arch!r} ({_describe(own)}):']
+    for title, items in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
+                         ('shape mismatch', shapes)):
+        if items:
+            lines.append(f'  {title} ({len(items)}): ' + ', '.join(first_of(items)))
+    raise CheckpointMismatch('\n'.join(lines))
+
+
+def conversion_options(model) -> dict:
+    """What converting a checkpoint for ``model`` (a :class:`ViT5`) needs to know of it."""
+    options = dict(num_heads=model.num_heads)
+    rope = model.rope
+    if rope is not None:
+        options['rope_theta'] = rope.theta if hasattr(rope, 'theta') else rope.rope.temperature
+        if getattr(rope, 'register_grid', None) is not None:
+            options['register_rope_theta'] = rope.rope_reg.temperature
+    return options
+
+
+def fit_options(model) -> dict:
+    return dict(patch_size=model.patch_size, offset=model.interpolate_offset, antialias=model.interpolate_antialias)
+
+
+def convert_loaded(obj, path, use_ema: bool = False, prefix: Optional[str] = None,
+                   grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,
+                   **options) -> Tuple[StateDict, str]:
+    """:func:`convert_checkpoint` of a checkpoint object already read from ``path``."""
+    sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
+    try:
+        if is_own_layout(obj, prefix):
+            options['layout'] = 'vit5seg'
+        sd, layout = convert_state_dict(sd, **options)
+    except CheckpointError as e:
+        raise CheckpointError(f'{path}: {e}') from None
+    if grid is not None:
+        sd = fit_to_model(sd, grid, **(fit or {}))
+    return sd, layout
+
+
+def convert_backbone(sd: StateDict, source: str, base: Optional[StateDict] = None,
+                     model: Optional[torch.nn.Module] = None, num_heads: Optional[int] = None
+                     ) -> Tuple[StateDict, str]:
+    """A backbone's weights in any layout (``sd``; an EoMT release's, for one) -> (this
+    package's keys, the source layout); ``base``: a converted pretrained backbone that ``sd``
+    is a delta to (EoMT's delta releases: pretrained + delta, in float32 as the checkpoints);
+    ``model``: checked to load the result at its geometry (no partial load)."""
+    converted, layout = convert_state_dict(sd, num_heads=num_heads)
+    if base is not None:
+        if set(base) != set(converted):
+            raise CheckpointError(f'the delta and --delta-to BASE hold different backbone keys: only in the delta '
+                                  f'{sorted(set(converted) - set(base))[:6]}, only in BASE '
+                                  f'{sorted(set(base) - set(converted))[:6]}')
+        shapes = [k for k in base if base[k].shape != converted[k].shape]
+        if shapes:
+            raise CheckpointError(f'--delta-to BASE is another model than the delta\'s: shapes differ at {shapes[:6]}')
+        converted = {k: base[k] + v for k, v in converted.items()}
+    if model is not None:
+        check_fits(model, fit_to_model(converted, model.patch_grid, **fit_options(model)),
+                   source=f'{source} [{layout}]')
+    return converted, layout

@@ -1,0 +1,129 @@
+"""EoMT's decoder: the backbone's last blocks ("Your ViT is Secretly an Image Segmentation
+Model", Kerssies et al., CVPR 2025; tue-mps/eomt models/eomt.py).
+
+Learned queries join the token sequence before the last ``num_blocks`` blocks; every
+prediction (class logits over K + 1 with no-object, mask logits) is read from the tokens
+through the backbone's final norm by the head. While training, each of those blocks also
+gets a prediction from its input, which (a) is supervised and (b) restricts each query to
+the patches inside its predicted mask, a restriction each query drops with probability
+1 - P_i; ``EoMTMaskAnnealingHook`` (vit5seg.engine) takes P_i from 1 to 0. At inference
+there is no mask and one head pass.
+
+Token order inside the last blocks: ``[queries (Q), cls, patches (h*w), registers (R)]``;
+the queries get identity RoPE rows, so they are not rotated. The decoder has no weights of
+its own: the queries and predictors are the head's, the blocks the backbone's.
+"""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmseg.registry import MODELS
+
+from ..backbones.vit5 import ViT5
+from ..layers import prepend_identity_rows
+from .core import EoMTHead, MaskDecoder, MaskFeatures
+
+
+def _run_block(blk: nn.Module, x: torch.Tensor, rope: Optional[torch.Tensor], attn_mask: Optional[torch.Tensor],
+               use_cp: bool) -> torch.Tensor:
+    return blk.forward_cp(x, rope, attn_mask) if use_cp else blk(x, rope, attn_mask)
+
+
+def _predict(norm: nn.Module, head: EoMTHead, x: torch.Tensor,
+             grid: Tuple[int, int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Tokens (B, Q + 1 + h*w + R, C) through the final norm -> the head's class and mask logits."""
+    x = norm(x)
+    B, (h, w), Q = x.shape[0], grid, head.num_queries
+    patches = x[:, Q + 1:Q + 1 + h * w]                                   # (B, h*w, C)
+    return head.predict_masks(x[:, :Q], patches.transpose(1, 2).reshape(B, -1, h, w))
+
+
+@torch.compiler.disable  # random and set per step: outside any graph, as upstream
+def _drop_rows(rows: torch.Tensor, prob: float) -> torch.Tensor:
+    """Each query's mask row (B, Q, h*w), fully opened with probability 1 - prob."""
+    if prob >= 1:
+        return rows
+    return rows | (torch.rand(*rows.shape[:2], 1, device=rows.device) >= prob)
+
+
+@MODELS.register_module()
+class EoMTDecoder(MaskDecoder):
+    """The queries through the backbone's last ``head.num_blocks`` blocks, with masked
+    attention annealed by ``head.mask_probs`` (see the module docstring)."""
+
+    _compiled = None  # (block, prediction) made on first use with model.backbone.compile
+
+    def check_parts(self, backbone: ViT5, head: EoMTHead) -> None:
+        if not backbone.final_norm:
+            raise ValueError('EoMT reads every prediction through the backbone\'s final norm: set '
+                             'model.backbone.final_norm=True')
+        super().check_parts(backbone, head)
+        if not 1 <= head.num_blocks <= backbone.num_layers:
+            raise ValueError(f'decode_head.num_blocks={head.num_blocks} must be within 1..{backbone.num_layers} '
+                             f'(the backbone\'s blocks)')
+        self._compiled = None
+
+    def __getstate__(self):
+        # compiled functions' caches belong to this instance: a copy (EMA, pickling) compiles its own
+        state = self.__dict__.copy()
+        state['_compiled'] = None
+        return state
+
+    def _block_and_prediction(self, backbone: ViT5):
+        """The two functions the forward runs per block: eager, or compiled with
+        ``model.backbone.compile``'s arguments. Upstream compiles the whole model; here each
+        block with its queries and mask, and each prediction, is one graph, shared by every
+        block of the same kind (graphs: the blocks without queries, those with a mask,
+        those with queries and no mask, each for training and inference), so no step
+        recompiles: the per-step mask probabilities and the random drop stay outside."""
+        if backbone.compile_cfg is None:
+            return _run_block, _predict
+        if self._compiled is None:
+            self._compiled = (torch.compile(_run_block, **backbone.compile_cfg),
+                              torch.compile(_predict, **backbone.compile_cfg))
+        return self._compiled
+
+    @staticmethod
+    def attention_mask(head: EoMTHead, mask_logits: torch.Tensor, grid: Tuple[int, int], prob: float,
+                       num_tokens: int) -> torch.Tensor:
+        """(B, 1, N, N) boolean, True where attention is allowed: a query sees a patch only
+        inside its predicted mask (logits > 0 at the patch grid); with probability 1 - prob
+        a query's row is fully open again; every other pair is open."""
+        Q = head.num_queries
+        B, (h, w) = mask_logits.shape[0], grid
+        inside = F.interpolate(mask_logits.detach(), size=(h, w), mode='bilinear', align_corners=False) > 0
+        mask = torch.ones(B, num_tokens, num_tokens, dtype=torch.bool, device=mask_logits.device)
+        mask[:, :Q, Q + 1:Q + 1 + h * w] = _drop_rows(inside.flatten(2), prob)   # (B, Q, h*w)
+        return mask[:, None]
+
+    def forward(self, backbone: ViT5, head: EoMTHead, inputs: torch.Tensor, supervise: bool) -> MaskFeatures:
+        bb = backbone
+        B, (H, W) = inputs.shape[0], inputs.shape[-2:]
+        compiled = bb.compile_cfg is not None
+        x, grid, rope = bb.embed(inputs, real_rope=compiled)  # (B, 1 + h*w + R, C); inductor: real RoPE
+        run_block, predict = self._block_and_prediction(bb)
+        first = bb.num_layers - head.num_blocks
+        use_cp = bb.with_cp and supervise and torch.is_grad_enabled()
+        class_logits, mask_logits = [], []
+        for i, blk in enumerate(bb.blocks):
+            attn_mask = None
+            if i == first:
+                x = torch.cat([head.queries.weight[None].expand(B, -1, -1).to(x.dtype), x], dim=1)
+                rope = None if rope is None else prepend_identity_rows(rope, head.num_queries)
+            if i >= first and supervise:
+                cls, masks = predict(bb.norm, head, x, grid)
+                class_logits.append(cls)
+                mask_logits.append(masks)
+                prob = head.mask_probs[i - first]
+                if prob > 0:
+                    attn_mask = self.attention_mask(head, masks, grid, prob, x.shape[1])
+            x = run_block(blk, x, rope, attn_mask, use_cp)
+        cls, masks = predict(bb.norm, head, x, grid)
+        class_logits.append(cls)
+        mask_logits.append(masks)
+        h, w = grid
+        return MaskFeatures(class_logits, mask_logits, (H, W), (h * bb.patch_size, w * bb.patch_size))
+
+
+__all__ = ['EoMTDecoder']

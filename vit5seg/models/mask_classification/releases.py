@@ -1,0 +1,248 @@
+"""The release tables: EoMT's published models (tue-mps/eomt, model_zoo/*.md; docs/eomt_zoo.md)
+as this package's checkpoints, which the configs of ``configs/eomt/`` load: the semantic ones
+with mmseg's ``init_model``, the panoptic and instance ones with mmdet's ``init_detector``.
+Conversion's top table layer: above the backbone layouts (:mod:`..backbone_layouts`), below
+:func:`vit5seg.models.convert.convert_file`, which calls :func:`convert_release` once.
+
+A release is the Lightning module's state dict: ``network.encoder.backbone.*`` (timm's
+DINOv2, or transformers' DINOv3 renamed by EoMT's ``transformers_to_timm``), the head
+(``network.q``, ``class_head``, ``mask_head``, ``upscale``), and buffers this package keeps
+elsewhere or recomputes (pixel mean/std in the data preprocessor, the annealing
+probabilities, the criterion's class weights). The DINOv3 release is a delta: EoMT's
+``delta_weights`` mode adds it to the user's pretrained weights for the encoder keys and
+to zero elsewhere, so the head's values are in the file and only the backbone needs a base.
+EoMT's ADE20K panoptic models predict ADE's 150 classes in ADE's order; mmdet's dataset and
+fusion head need the 100 things first, so their class head's rows are permuted by name.
+"""
+import re
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+from mmengine.config import Config
+
+from ... import paths
+from ...utils.class_orders import ade_to_panoptic
+from ...utils.dataset_meta import config_dataset_meta
+from ..backbone_layouts import EOMT_BACKBONE_PREFIX, CheckpointMismatch, convert_backbone, convert_loaded
+from ..checkpoint_files import CheckpointError, StateDict, keys_under, read_checkpoint
+
+_HEAD_RENAMES = [
+    (r'^network\.q\.weight$', 'decode_head.queries.weight'),
+    (r'^network\.class_head\.', 'decode_head.class_head.'),
+    (r'^network\.mask_head\.', 'decode_head.mask_mlp.'),
+    (r'^network\.upscale\.(\d+)\.conv1\.', r'decode_head.upscale.\1.up.'),
+    (r'^network\.upscale\.(\d+)\.conv2\.', r'decode_head.upscale.\1.dw.'),
+    (r'^network\.upscale\.(\d+)\.norm\.', r'decode_head.upscale.\1.norm.'),
+]
+# ImageNet mean/std on [0, 1] (the data preprocessor's, x 255), the annealing state, the loss weights
+_DROPPED = re.compile(r'^(network\.encoder\.pixel_(mean|std)|network\.attn_mask_probs|criterion\.)')
+# A trained backbone's LayerNorm weights are of order 1; a fine-tuning delta's near 0.
+_DELTA_NORM_LEVEL = 0.25
+
+
+class ReleaseKind(NamedTuple):
+    """One kind of EoMT release: what its weights show (classes without no-object, queries),
+    what it is for, and the shipped config it loads into, a pattern over the backbone
+    family (``dinov2``, ``dinov3``), its width (``small`` ... ``giant``) and input side; the
+    config's dataset gives the class names and palette (:func:`release_dataset_meta`)."""
+    task: str
+    dataset: str
+    classes: int
+    queries: int
+    config: str      # under configs/eomt/; '' where none is shipped yet
+    reorder: bool = False   # EoMT's class order is ADE's; mmdet's ADE20KPanopticDataset puts things first
+
+
+# EoMT's releases by what their weights show: tue-mps/eomt model_zoo/dinov2.md and dinov3.md, EoMT's yamls.
+# A new release is a row.
+RELEASE_KINDS = (
+    ReleaseKind('semantic', 'ADE20K', 150, 100, '{family}-{width}_eomt_ade20k.py'),
+    ReleaseKind('semantic', 'Cityscapes', 19, 100, '{family}-{width}_eomt_cityscapes-{side}.py'),
+    ReleaseKind('panoptic', 'COCO', 133, 200, '{family}-{width}_eomt_coco-panoptic-{side}.py'),
+    ReleaseKind('panoptic', 'ADE20K', 150, 200, '{family}-{width}_eomt_ade20k-panoptic-{side}.py', reorder=True),
+    ReleaseKind('instance', 'COCO', 80, 200, '{family}-{width}_eomt_coco-instance-{side}.py'),
+)
+WIDTHS = {384: 'small', 768: 'base', 1024: 'large', 1536: 'giant'}
+# the input side of releases whose weights do not show it (DINOv3: RoPE, no position grid): EoMT's names
+# carry it (coco_panoptic_eomt_large_1280_dinov3, its Hugging Face repository and the file users save it as);
+# a name without one is the task's default side
+DEFAULT_SIDE = {'semantic': 512, 'panoptic': 640, 'instance': 640}
+_NAMED_SIDE = re.compile(r'eomt_(?:small|base|large|giant)_(\d{3,4})(?!\d)')
+
+
+def named_side(source: str) -> Optional[int]:
+    """The input side EoMT's release name in ``source`` (a path or URL) gives, if any."""
+    found = _NAMED_SIDE.findall(str(source))
+    return int(found[-1]) if found else None
+
+
+def release_kind(converted: StateDict) -> Optional[ReleaseKind]:
+    classes = converted['decode_head.class_head.weight'].shape[0] - 1
+    queries = converted['decode_head.queries.weight'].shape[0]
+    return next((k for k in RELEASE_KINDS if (k.classes, k.queries) == (classes, queries)), None)
+
+
+def to_panoptic_order(converted: StateDict) -> StateDict:
+    """The class head's rows from ADE's order (EoMT's ADE20K panoptic models) to mmdet's
+    ``ADE20KPanopticDataset`` order (things, then stuff), matched by class name; the
+    no-object row stays last."""
+    order = ade_to_panoptic()                            # ADE index -> mmdet index
+    rows = [0] * len(order)
+    for ade, mmdet in enumerate(order):
+        rows[mmdet] = ade
+    rows = torch.tensor(rows + [len(order)])             # mmdet index -> the release's row
+    out = dict(converted)
+    for key in ('decode_head.class_head.weight', 'decode_head.class_head.bias'):
+        out[key] = converted[key][rows]
+    return out
+
+
+def release_meta(converted: StateDict, layout: str = '', source: str = '') -> dict:
+    """What a converted release is, for the checkpoint's ``meta['eomt_release']``: its task
+    and dataset where the kind is known, classes, queries, patch and position grid, the
+    backbone family and width, the class order, and the shipped config it fits (None if none).
+    A release without a position grid fits the config of the side its name (``source``) gives."""
+    classes = converted['decode_head.class_head.weight'].shape[0] - 1
+    queries = converted['decode_head.queries.weight'].shape[0]
+    kind = release_kind(converted)
+    pos = converted.get('backbone.pos_embed')
+    side = int(round(pos.shape[1] ** 0.5)) if pos is not None else None
+    side = side if side and side * side == pos.shape[1] else None  # EoMT's inputs are square
+    patch = converted['backbone.patch_embed.proj.weight'].shape[-1]
+    width = converted['backbone.patch_embed.proj.weight'].shape[0]
+    family = layout.split('-')[0] or None
+    named = named_side(source)
+    config, side_from = None, 'the position grid' if side else 'the name' if named else 'a default'
+    if kind is not None and kind.config and family in ('dinov2', 'dinov3') and width in WIDTHS:
+        px = side * patch if side else named or DEFAULT_SIDE[kind.task]
+        config = 'configs/eomt/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
+    return dict(task=kind.task if kind else None, dataset=kind.dataset if kind else None, num_classes=classes,
+                num_queries=queries, patch_size=patch, grid=(side, side) if side else None, family=family,
+                width=width, config=config, side_from=side_from,
+                class_order=('mmdet ADE20KPanopticDataset (things first), from ADE\'s order' if kind and kind.reorder
+                             else 'the release\'s'))
+
+
+def describe_release(meta: dict) -> Optional[str]:
+    """One sentence on the EoMT release a checkpoint's ``meta`` records and the config it fits;
+    None for any other checkpoint."""
+    info = meta.get('eomt_release')
+    if not isinstance(info, dict):
+        return None
+    grid = info.get('grid')
+    shape = (f'{info["num_classes"]} classes, {info["num_queries"]} queries'
+             + (f', a {grid[0]}x{grid[1]} position grid ({grid[0] * info["patch_size"]} px)' if grid else ''))
+    kind = next((k for k in RELEASE_KINDS if (k.task, k.dataset) == (info.get('task'), info.get('dataset'))), None)
+    if kind is None:
+        return f'It is an EoMT release of no known kind ({shape}): give it a config of that many classes and queries'
+    config = info.get('config')
+    if config and paths.config_path(config.removeprefix('configs/')).is_file():
+        fits = f'it fits {config}'
+        if not grid:   # no position grid (DINOv3): the side is the release name's, which a renamed file loses
+            side = config.rsplit('-', 1)[-1]
+            others = sorted(p.name for p in paths.config_path(config.removeprefix('configs/')).parent.glob(
+                config.rsplit('/', 1)[-1].replace(side, '*')) if not p.name.endswith(side))
+            said = ('as its name says' if info.get('side_from') == 'the name' else
+                    'assumed: its file name gives none, as EoMT\'s names do (..._1280_dinov3)')
+            if others:
+                fits += (f' (the input side {side.removesuffix(".py")} {said}; a release EoMT trained at another '
+                         f'side fits ' + ', '.join(f'configs/eomt/{o}' for o in others) + ')')
+    elif config:
+        fits = f'it needs {config}, which this project does not ship yet'
+    elif kind.config:
+        fits = (f'it needs a {kind.dataset} {kind.task} config of its backbone and size: '
+                f'configs/eomt/{kind.config.format(family="*", width="*", side="*")}')
+    else:
+        fits = f'it needs a {kind.dataset} {kind.task} config, which this project does not ship yet'
+    return f'It is EoMT\'s {kind.dataset} {kind.task} release ({shape}): {fits}'
+
+
+def is_eomt_release(sd: StateDict) -> bool:
+    return any(k.startswith('network.') for k in sd)
+
+
+def looks_like_delta(backbone: StateDict) -> bool:
+    norms = [v.abs().mean() for k, v in backbone.items() if re.search(r'norm1?\.weight$', k) and v.dim() == 1]
+    return bool(norms) and float(torch.stack(norms).median()) < _DELTA_NORM_LEVEL
+
+
+def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None, num_heads: Optional[int] = None,
+                         model: Optional[torch.nn.Module] = None, source: str = 'release') -> Tuple[StateDict, str]:
+    """A release state dict -> (segmentor state dict with ``backbone.`` and ``decode_head.``
+    keys, the backbone's source layout). ``base``: the converted pretrained backbone the
+    delta release is added to (``--delta-to``); ``model``: a backbone the result must load
+    into at its geometry."""
+    backbone = keys_under(sd, EOMT_BACKBONE_PREFIX)
+    if not backbone:
+        raise CheckpointError(f'an EoMT release without {EOMT_BACKBONE_PREFIX}* keys')
+    if base is not None and not looks_like_delta(backbone):
+        raise CheckpointError('--delta-to BASE is for EoMT\'s delta releases (its DINOv3 models), and this release '
+                              'is whole: its backbone\'s LayerNorm weights are of order 1, as trained weights are; '
+                              'convert it without --delta-to')
+    if base is None and looks_like_delta(backbone):
+        raise CheckpointError('the backbone\'s LayerNorm weights are near 0: this is a delta release (EoMT\'s '
+                              'DINOv3 models); give the pretrained DINOv3 weights it was trained from with '
+                              '--delta-to BASE')
+    converted, layout = convert_backbone(backbone, source, base=base, model=model, num_heads=num_heads)
+    out = {f'backbone.{k}': v for k, v in converted.items()}
+    unknown = []
+    for key, value in sd.items():
+        if key.startswith(EOMT_BACKBONE_PREFIX) or _DROPPED.match(key):
+            continue
+        for pattern, repl in _HEAD_RENAMES:
+            if re.match(pattern, key):
+                out[re.sub(pattern, repl, key)] = value
+                break
+        else:
+            unknown.append(key)
+    if unknown:
+        raise CheckpointError(f'EoMT release keys this converter does not know: {unknown[:8]}')
+    kind = release_kind(out)
+    return (to_panoptic_order(out) if kind is not None and kind.reorder else out), layout
+
+
+def release_dataset_meta(release: dict) -> Optional[dict]:
+    """The class names and palette of the shipped config a release fits, in the converted
+    model's class order; None where no config fits it."""
+    if not release.get('config'):
+        return None
+    path = paths.config_path(release['config'].removeprefix('configs/'))
+    if not path.is_file():
+        return None
+    meta = config_dataset_meta(Config.fromfile(str(path)))
+    if meta is not None and len(meta['classes']) != release['num_classes']:
+        raise CheckpointError(f'{release["config"]} names {len(meta["classes"])} classes, the release predicts '
+                              f'{release["num_classes"]}')
+    return meta
+
+
+def convert_release(sd: StateDict, source, delta_to=None, allow_unsafe: bool = False,
+                    model: Optional[torch.nn.Module] = None, **options) -> Optional[Tuple[StateDict, str, dict]]:
+    """The release ``sd`` (read from ``source``) converted: (segmentor state dict, its layout
+    in words, the checkpoint meta that names it: ``eomt_release`` and, where a shipped config
+    fits it, ``dataset_meta``); None where ``sd`` is no EoMT release. ``delta_to``: the
+    pretrained backbone file a delta release is added to; ``options``: the backbone
+    conversion's (:func:`..backbone_layouts.conversion_options`)."""
+    if not is_eomt_release(sd):
+        return None
+    base = None
+    if delta_to is not None:   # any backbone layout: read and converted as a backbone
+        base, base_layout = convert_loaded(read_checkpoint(delta_to, allow_unsafe), delta_to, **options)
+    try:
+        out, layout = convert_eomt_release(sd, base=base, num_heads=options.get('num_heads'), model=model,
+                                           source=str(source))
+    except CheckpointMismatch:
+        raise  # it names the file and the model
+    except CheckpointError as e:
+        raise CheckpointError(f'{source}: {e}') from None
+    meta = dict(eomt_release=release_meta(out, layout, str(source)))
+    dataset_meta = release_dataset_meta(meta['eomt_release'])
+    if dataset_meta is not None:  # mmdet's init_detector and mmseg's init_model name the classes from it
+        meta['dataset_meta'] = dataset_meta
+    layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
+    return out, layout, meta
+
+
+__all__ = ['DEFAULT_SIDE', 'RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release', 'convert_release',
+           'describe_release', 'is_eomt_release', 'looks_like_delta', 'named_side', 'release_dataset_meta',
+           'release_kind', 'release_meta', 'to_panoptic_order']
