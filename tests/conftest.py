@@ -24,15 +24,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Test modules whose tests share nothing (no module fixture): under pytest-xdist they go
 # to whichever worker is free instead of all to one.
-SPREAD_OVER_WORKERS = {'tests/test_benchmark_twins.py', 'tests/test_eomt.py', 'tests/test_recipes.py',
-                       'tests/test_dinov_twins.py', 'tests/test_eomt_panoptic.py'}
+SPREAD_OVER_WORKERS = {'tests/test_tools_dataset_twins.py', 'tests/test_models_eomt.py', 'tests/test_engine_recipes.py',
+                       'tests/test_tools_dinov_twins.py', 'tests/test_models_eomt_panoptic.py'}
 # The longest modules (--durations on 2 cores), handed out first so that the two workers
 # finish together rather than one waiting on a long module it got last.
-LONGEST_FIRST = ['tests/test_mmseg_unit_tests.py', 'tests/test_benchmark_twins.py', 'tests/test_custom_dataset.py',
-                 'tests/test_seeds.py', 'tests/test_panoptic_e2e.py', 'tests/test_reliability.py', 'tests/test_demo.py',
-                 'tests/test_e2e.py', 'tests/test_selfcheck.py',
-                 'tests/test_registry_audit.py', 'tests/test_benchmark.py', 'tests/test_eomt.py',
-                 'tests/test_dinov_twins.py', 'tests/test_dinov.py', 'tests/test_eomt_release.py']
+LONGEST_FIRST = ['tests/test_compat_mmseg_unit_tests.py', 'tests/test_tools_dataset_twins.py',
+                 'tests/test_datasets_custom.py', 'tests/test_engine_seeds.py', 'tests/test_tools_panoptic_e2e.py',
+                 'tests/test_engine_reliability.py', 'tests/test_demo.py', 'tests/test_tools_e2e.py',
+                 'tests/test_selfcheck.py', 'tests/test_registry_audit.py', 'tests/test_benchmark.py',
+                 'tests/test_models_eomt.py', 'tests/test_tools_dinov_twins.py', 'tests/test_models_dinov.py',
+                 'tests/test_models_eomt_release.py']
 
 
 def pytest_collection_modifyitems(config, items):

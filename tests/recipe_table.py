@@ -5,7 +5,7 @@ The values are written here from the sources named beside them, not read from th
 the segmentation protocol this project follows (DeiT-III's, arXiv 2204.07118, run on XCiT's
 segmentation code; the BEiT / MAE recipe for _ld), EoMT's code and ADE20K yaml (tue-mps/eomt), the ViT-5
 architecture (arXiv 2602.08071), mmseg 1.2.2's own configs and the defaults of
-the classes the card lists. tests/test_recipes.py compares each card with its row here and
+the classes the card lists. tests/test_engine_recipes.py compares each card with its row here and
 checks that a changed number in any config file fails that comparison.
 
 The blocks below compose as the sources do (a protocol, then a size, then a family), each
@@ -318,7 +318,7 @@ NO_DECAY_HEAD_EMBEDDINGS = ('query_embed.weight', 'query_feat.weight', 'level_em
 
 
 class DecayRule(NamedTuple):
-    """The protocol's weight decay, applied by tests/test_recipes.py to the config's own model
+    """The protocol's weight decay, applied by tests/test_engine_recipes.py to the config's own model
     (built there on the meta device): ``weight_decay`` on every parameter but the 1-d ones
     (norms, biases, LayerScale gammas), biases, the cls/register tokens and pos_embed, and (as
     mmseg's Mask2Former configs) query/level embeddings; EoMT decays every parameter."""

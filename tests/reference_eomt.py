@@ -1,6 +1,6 @@
 """An independent, deliberately plain EoMT ("Your ViT is Secretly an Image Segmentation
 Model", Kerssies et al., CVPR 2025), written from the paper and the definitions in
-tue-mps/eomt (models/eomt.py, training/); the oracle of tests/test_eomt_reference.py, as reference_vit5.py is
+tue-mps/eomt (models/eomt.py, training/); the oracle of tests/test_models_eomt_reference.py, as reference_vit5.py is
 the backbone's.
 
 It shares no code with vit5seg, mmseg or mmcv: the ViT-5 blocks are reference_vit5's, the

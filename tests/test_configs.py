@@ -10,7 +10,7 @@ from mmseg.utils import register_all_modules
 
 from conftest import REPO
 
-# the UperNet configs; configs/heads/ are built and run in test_heads.py, the EoMT ones in test_eomt.py
+# the UperNet configs; configs/heads/ are built and run in test_models_heads.py, the EoMT ones in test_models_eomt.py
 CONFIGS = sorted(p for p in (REPO / 'configs').rglob('*.py')
                  if not {'_base_', 'heads', 'eomt'} & set(p.parts) and 'eomt' not in p.name)
 VIT5 = [p for p in CONFIGS if p.name.startswith('vit5') and not {'tiny', 'ablations'} & set(p.parts)]

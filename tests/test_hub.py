@@ -18,7 +18,7 @@ from mmengine.config import Config
 from mmengine.runner.checkpoint import CheckpointLoader
 
 from conftest import REPO, run_script
-from test_checkpoint import _Exploit, _authors_file, _vit5
+from test_models_checkpoint import _Exploit, _authors_file, _vit5
 from vit5seg import hub
 from vit5seg.engine import launch
 from vit5seg.models.checkpoint import CheckpointError, read_checkpoint

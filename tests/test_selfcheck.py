@@ -218,7 +218,7 @@ def test_eomt_figures_eager_and_compiled_at_batch_1_and_8(tmp_path):
     graphs. Without dynamo's reset per config the second one reached the recompile limit of
     the blocks' shared code and ran eager (now an error: fail_on_recompile_limit_hit)."""
     # the config's compile arguments: dynamo without inductor's code generation, which
-    # test_eomt.py's compiled tests pay for; float32 only (the GPU run does both)
+    # test_models_eomt.py's compiled tests pay for; float32 only (the GPU run does both)
     config = tmp_path / 'tiny_eomt.py'
     config.write_text(f"_base_ = ['{REPO / 'configs' / 'tiny' / 'vit5_eomt_synthetic.py'}']\n"
                       "model = dict(backbone=dict(compile=dict(backend='aot_eager')))\n")

@@ -2,7 +2,7 @@
 stack whose mmcv has no compiled ops (mmcv-lite). ``compat`` installs them where mmcv
 would call its kernel; ``FALLBACK_CALLS`` counts their use per op (read by the registry
 audit and the self-check). Each is tested against a reference written from the op's
-definition (tests/test_cuda_branches.py).
+definition (tests/test_compat_cuda_branches.py).
 """
 import collections
 

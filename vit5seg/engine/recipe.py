@@ -16,7 +16,7 @@ first (``ViT5Runner`` keeps it in the run's saved config as ``recipe_card``). It
 - what follows from the config: EoMT's annealing windows in iterations, the scale rule of
   the augmentation, the precision and ``torch.compile``.
 
-``tests/test_recipes.py`` pins every value of every shipped config's card to its source.
+``tests/test_engine_recipes.py`` pins every value of every shipped config's card to its source.
 """
 import copy
 import inspect

@@ -19,13 +19,13 @@ import torch
 from mmengine.logging import print_log
 from timm.layers import resample_patch_embed
 
-from .checkpoint_files import CheckpointError, StateDict, extract_state_dict, is_own_layout, keys_under
+from ..utils.state_dicts import StateDict, keys_under
+from .checkpoint_files import (EOMT_BACKBONE_PREFIX, CheckpointError, Weights, extract_state_dict, is_eomt_release,
+                               is_own_layout)
 from .dinov_layouts import CONVERTERS, convert_dinov, detect_dinov_layout
 from .layers import dinov3_periods, resize_pos_embed, rope_frequencies
 
 
-# Where an EoMT release (the Lightning module's state dict) keeps its backbone
-EOMT_BACKBONE_PREFIX = 'network.encoder.backbone.'
 # Every layout convert_state_dict reads, for the error that lists them.
 KNOWN_LAYOUTS = ('vit5 (the authors\' ViT-5)', 'deit3-fb', 'deit3-timm', 'vit5seg (converted or trained here)',
                  'dinov2-meta', 'dinov2-timm', 'dinov2-hf', 'dinov3-meta', 'dinov3-timm', 'dinov3-hf',
@@ -186,37 +186,78 @@ def fit_options(model) -> dict:
 def convert_loaded(obj, path, use_ema: bool = False, prefix: Optional[str] = None,
                    grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,
                    **options) -> Tuple[StateDict, str]:
-    """:func:`convert_checkpoint` of a checkpoint object already read from ``path``."""
+    """:func:`vit5seg.models.checkpoint.convert_checkpoint` of a checkpoint object already read from ``path``."""
     sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
+    weights = Weights(obj, sd, is_eomt_release(sd), is_own_layout(obj, prefix))
+    return convert_weights(weights, path, grid=grid, fit=fit, **options)
+
+
+def convert_weights(weights: Weights, source, grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,
+                    model: Optional[torch.nn.Module] = None, img_size: Optional[int] = None,
+                    **options) -> Tuple[StateDict, str]:
+    """A backbone file's weights (read by :func:`.checkpoint_files.read_weights` from ``source``)
+    -> (this package's keys, the source layout). ``model``: the backbone they are for: converted
+    with its options, fitted to its geometry and checked to load (no partial load); without
+    it, ``grid`` / ``fit`` (:func:`fit_to_model`'s arguments) or ``img_size`` (a square
+    pretraining size at the checkpoint's own patch) and ``options`` (:func:`convert_state_dict`'s)."""
+    if model is not None:
+        grid, fit, options = model.patch_grid, fit_options(model), {**conversion_options(model), **options}
     try:
-        if is_own_layout(obj, prefix):
+        if weights.own_layout:
             options['layout'] = 'vit5seg'
-        sd, layout = convert_state_dict(sd, **options)
+        sd, layout = convert_state_dict(weights.state_dict, **options)
     except CheckpointError as e:
-        raise CheckpointError(f'{path}: {e}') from None
+        raise CheckpointError(f'{source}: {e}') from None
     if grid is not None:
         sd = fit_to_model(sd, grid, **(fit or {}))
+    elif img_size is not None and 'patch_embed.proj.weight' in sd:
+        patch = sd['patch_embed.proj.weight'].shape[-1]   # without a model: the checkpoint's own patch
+        sd = fit_to_model(sd, (img_size // patch, img_size // patch))
+    if model is not None:
+        check_fits(model, sd, source=f'{source} [{layout}]')
     return sd, layout
 
 
-def convert_backbone(sd: StateDict, source: str, base: Optional[StateDict] = None,
-                     model: Optional[torch.nn.Module] = None, num_heads: Optional[int] = None
-                     ) -> Tuple[StateDict, str]:
-    """A backbone's weights in any layout (``sd``; an EoMT release's, for one) -> (this
-    package's keys, the source layout); ``base``: a converted pretrained backbone that ``sd``
-    is a delta to (EoMT's delta releases: pretrained + delta, in float32 as the checkpoints);
-    ``model``: checked to load the result at its geometry (no partial load)."""
-    converted, layout = convert_state_dict(sd, num_heads=num_heads)
-    if base is not None:
-        if set(base) != set(converted):
+# A trained backbone's LayerNorm weights are of order 1; a fine-tuning delta's near 0.
+_DELTA_NORM_LEVEL = 0.25
+
+
+def looks_like_delta(backbone: StateDict) -> bool:
+    norms = [v.abs().mean() for k, v in backbone.items() if re.search(r'norm1?\.weight$', k) and v.dim() == 1]
+    return bool(norms) and float(torch.stack(norms).median()) < _DELTA_NORM_LEVEL
+
+
+def convert_release_backbone(release: StateDict, source, base: Optional[Weights] = None, base_source=None,
+                             model: Optional[torch.nn.Module] = None) -> Tuple[StateDict, str, str]:
+    """An EoMT release's backbone (its ``network.encoder.backbone.*``, any layout) -> (this
+    package's keys, its layout, the base's layout or ''). ``base``: the pretrained backbone file
+    a delta release is added to (EoMT's DINOv3 releases: pretrained + delta, in float32 as the
+    checkpoints), converted here as any backbone; ``model``: the backbone the result must load
+    into at its geometry."""
+    sd = keys_under(release, EOMT_BACKBONE_PREFIX)
+    if not sd:
+        raise CheckpointError(f'an EoMT release without {EOMT_BACKBONE_PREFIX}* keys')
+    if base is not None and not looks_like_delta(sd):
+        raise CheckpointError('--delta-to BASE is for EoMT\'s delta releases (its DINOv3 models), and this release '
+                              'is whole: its backbone\'s LayerNorm weights are of order 1, as trained weights are; '
+                              'convert it without --delta-to')
+    if base is None and looks_like_delta(sd):
+        raise CheckpointError('the backbone\'s LayerNorm weights are near 0: this is a delta release (EoMT\'s '
+                              'DINOv3 models); give the pretrained DINOv3 weights it was trained from with '
+                              '--delta-to BASE')
+    options = conversion_options(model) if model is not None else {}
+    base_sd, base_layout = (convert_weights(base, base_source, **options) if base is not None else (None, ''))
+    converted, layout = convert_state_dict(sd, num_heads=options.get('num_heads'))
+    if base_sd is not None:
+        if set(base_sd) != set(converted):
             raise CheckpointError(f'the delta and --delta-to BASE hold different backbone keys: only in the delta '
-                                  f'{sorted(set(converted) - set(base))[:6]}, only in BASE '
-                                  f'{sorted(set(base) - set(converted))[:6]}')
-        shapes = [k for k in base if base[k].shape != converted[k].shape]
+                                  f'{sorted(set(converted) - set(base_sd))[:6]}, only in BASE '
+                                  f'{sorted(set(base_sd) - set(converted))[:6]}')
+        shapes = [k for k in base_sd if base_sd[k].shape != converted[k].shape]
         if shapes:
             raise CheckpointError(f'--delta-to BASE is another model than the delta\'s: shapes differ at {shapes[:6]}')
-        converted = {k: base[k] + v for k, v in converted.items()}
+        converted = {k: base_sd[k] + v for k, v in converted.items()}
     if model is not None:
         check_fits(model, fit_to_model(converted, model.patch_grid, **fit_options(model)),
                    source=f'{source} [{layout}]')
-    return converted, layout
+    return converted, layout, base_layout

@@ -13,15 +13,15 @@ import pickle
 import re
 import warnings
 from pathlib import Path
-from typing import Dict, Optional
+from typing import NamedTuple, Optional
 
 import torch
 
 from ..errors import ToolError
 from ..hub import DINOV3_REQUEST, GATED_WEIGHTS, OFFICIAL_WEIGHTS, is_url, official_name, resolve
 from ..paths import tool_command
+from ..utils.state_dicts import StateDict, keys_under
 
-StateDict = Dict[str, torch.Tensor]
 
 
 class CheckpointError(ValueError, ToolError):
@@ -206,11 +206,6 @@ def _where_to_get(path: Path) -> str:
             f'once and cached), or fetch it with `{tool_command("download_weights.py")} {arch} --dest {path.parent}`')
 
 
-def keys_under(sd: StateDict, prefix: str) -> StateDict:
-    """The entries of ``sd`` whose keys start with ``prefix``, with the prefix taken off."""
-    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
-
-
 def extract_state_dict(obj, use_ema: bool = False, prefix: Optional[str] = None) -> StateDict:
     """The tensor dict inside a loaded checkpoint object."""
     if not isinstance(obj, dict):
@@ -244,3 +239,29 @@ def is_own_layout(obj, prefix: Optional[str]) -> bool:
     sd = obj.get('state_dict', obj)
     return prefix is None and isinstance(sd, dict) and 'cls_token' not in sd and \
         any(k.startswith('backbone.') for k in sd)
+
+
+# An EoMT release (the Lightning module's state dict): its network under ``network.``, its backbone here
+EOMT_BACKBONE_PREFIX = 'network.encoder.backbone.'
+
+
+def is_eomt_release(sd: StateDict) -> bool:
+    return any(k.startswith('network.') for k in sd)
+
+
+class Weights(NamedTuple):
+    """A checkpoint file read: the loaded object, its tensors (:func:`extract_state_dict`) and
+    what they are: an EoMT release, or a backbone or segmentor in this package's own layout
+    (:func:`is_own_layout`), or a backbone of another layout."""
+    obj: object
+    state_dict: StateDict
+    is_release: bool
+    own_layout: bool
+
+
+def read_weights(path, allow_unsafe: bool = False, sha256: Optional[str] = None, use_ema: bool = False,
+                 prefix: Optional[str] = None) -> Weights:
+    """``path`` (a file or URL) read safely (:func:`read_checkpoint`) and its tensors found."""
+    obj = read_checkpoint(path, allow_unsafe, sha256=sha256)
+    sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
+    return Weights(obj, sd, is_eomt_release(sd), is_own_layout(obj, prefix))

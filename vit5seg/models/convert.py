@@ -13,8 +13,8 @@ from typing import Optional
 import torch
 
 from ..hub import DownloadError
-from .backbone_layouts import check_fits, conversion_options, convert_loaded, fit_options, fit_to_model
-from .checkpoint_files import CheckpointError, extract_state_dict, read_checkpoint
+from .backbone_layouts import convert_weights
+from .checkpoint_files import CheckpointError, read_weights
 from .mask_classification.releases import convert_release, describe_release
 
 
@@ -54,22 +54,21 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
     class-dependent tensors (:func:`without_class_head`), for fine-tuning to another class
     count. Returns the source layout (``meta_out``: updated with the file's meta). Nothing is
     written when anything fails."""
-    model, options, grid, fit, extra = None, {}, None, {}, {}
+    model, extra = None, {}
     if arch is not None:
         from .backbones.vit5 import ViT5
         with torch.device('meta'):  # shapes only, no memory
             model = ViT5(arch=arch, img_size=img_size)
-        grid, fit, options = model.patch_grid, fit_options(model), conversion_options(model)
-    obj = read_checkpoint(src, allow_unsafe, sha256=sha256)
-    raw = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
-    try:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
-        release = convert_release(raw, src, delta_to=delta_to, allow_unsafe=allow_unsafe, model=model, **options)
-    except CheckpointError:
-        raise
-    except (RuntimeError, ValueError) as e:  # --arch's heads cannot split the release's channels
-        raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
-    if release is not None:
-        sd, layout, extra = release
+    weights = read_weights(src, allow_unsafe, sha256=sha256, use_ema=use_ema, prefix=prefix)
+    obj = weights.obj
+    if weights.is_release:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
+        try:
+            sd, layout, extra = convert_release(weights.state_dict, src, delta_to=delta_to, allow_unsafe=allow_unsafe,
+                                                model=model)
+        except CheckpointError:
+            raise
+        except (RuntimeError, ValueError) as e:  # --arch's heads cannot split the release's channels
+            raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
     elif drop_head:
         if delta_to is not None or arch is not None:
             raise CheckpointError('--drop-head keeps a segmentor checkpoint\'s own layout: --delta-to and --arch '
@@ -78,12 +77,7 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
     else:
         if delta_to is not None:
             raise CheckpointError(f'--delta-to is for EoMT\'s delta releases; {src} is no EoMT release')
-        sd, layout = convert_loaded(obj, src, use_ema=use_ema, prefix=prefix, grid=grid, fit=fit, **options)
-        if model is not None:
-            check_fits(model, sd, source=f'{src} [{layout}]')
-        elif img_size is not None and 'patch_embed.proj.weight' in sd:
-            patch = sd['patch_embed.proj.weight'].shape[-1]   # without --arch: the checkpoint's own patch
-            sd = fit_to_model(sd, (img_size // patch, img_size // patch))
+        sd, layout = convert_weights(weights, src, model=model, img_size=img_size)
     if drop_head:  # the classes it named are not the new model's: no dataset_meta, the release noted as the base
         sd, dropped = without_class_head(sd)
         if not dropped:

@@ -24,7 +24,8 @@ from typing import Callable, Dict, Optional
 
 import torch
 
-StateDict = Dict[str, torch.Tensor]
+from ..utils.state_dicts import StateDict
+
 
 # Every DINOv3 ViT up to ViT-H+ has 64 channels per head; a model given to the loader says its own.
 DINOV3_HEAD_DIM = 64

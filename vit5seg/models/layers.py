@@ -63,7 +63,7 @@ class RMSNorm(nn.Module):
       each way on CUDA, float32 inside), then the multiply.
     - ``'auto'`` (default): ``'exact'`` on CPU, ``'fused'`` on other devices.
 
-    The two agree to float rounding in every dtype (tests/test_backbone.py).
+    The two agree to float rounding in every dtype (tests/test_models_backbone.py).
     """
 
     def __init__(self, dim: int, eps: float = 1e-6, impl: str = 'auto'):
@@ -348,8 +348,9 @@ class SequenceRope(CachedRopeTables):
     """ViT-5's rotary tables (``use_rope=True``).
 
     The 2D rotations themselves are timm's ``RotaryEmbeddingCat``, which equals the
-    authors' RoPE exactly (tests/test_backbone.py holds it to the paper's reference); the patch positions are squeezed
-    into ``ref_grid`` per axis (``ref_grid=None``: integer positions instead).
+    authors' RoPE exactly (tests/test_models_backbone.py holds it to the paper's reference); the
+    patch positions are squeezed into ``ref_grid`` per axis (``ref_grid=None``: integer positions
+    instead).
     """
 
     def __init__(self, head_dim: int, theta: float = 10000., ref_grid: Optional[Tuple[int, int]] = (14, 14),

@@ -1,4 +1,4 @@
-# ViT-5-Base EoMT as an mmdet model (vit5seg.models.eomt_det.EoMT) for COCO panoptic: the semantic
+# ViT-5-Base EoMT as an mmdet model (vit5seg.models.mask_classification.detector.EoMT) for COCO panoptic: the semantic
 # EoMT's backbone and head (eomt_vit5.py) with EoMT's panoptic counts, and mmdet's MaskFormerFusionHead
 # with EoMT's thresholds (training/mask_classification_panoptic.py; docs/panoptic.md).
 num_things_classes, num_stuff_classes = 80, 53

@@ -23,8 +23,9 @@ from mmengine.config import Config
 from ... import paths
 from ...utils.class_orders import ade_to_panoptic
 from ...utils.dataset_meta import config_dataset_meta
-from ..backbone_layouts import EOMT_BACKBONE_PREFIX, CheckpointMismatch, convert_backbone, convert_loaded
-from ..checkpoint_files import CheckpointError, StateDict, keys_under, read_checkpoint
+from ...utils.state_dicts import StateDict
+from ..backbone_layouts import CheckpointMismatch, convert_release_backbone
+from ..checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError, Weights, read_weights
 
 _HEAD_RENAMES = [
     (r'^network\.q\.weight$', 'decode_head.queries.weight'),
@@ -36,8 +37,6 @@ _HEAD_RENAMES = [
 ]
 # ImageNet mean/std on [0, 1] (the data preprocessor's, x 255), the annealing state, the loss weights
 _DROPPED = re.compile(r'^(network\.encoder\.pixel_(mean|std)|network\.attn_mask_probs|criterion\.)')
-# A trained backbone's LayerNorm weights are of order 1; a fine-tuning delta's near 0.
-_DELTA_NORM_LEVEL = 0.25
 
 
 class ReleaseKind(NamedTuple):
@@ -157,33 +156,14 @@ def describe_release(meta: dict) -> Optional[str]:
     return f'It is EoMT\'s {kind.dataset} {kind.task} release ({shape}): {fits}'
 
 
-def is_eomt_release(sd: StateDict) -> bool:
-    return any(k.startswith('network.') for k in sd)
-
-
-def looks_like_delta(backbone: StateDict) -> bool:
-    norms = [v.abs().mean() for k, v in backbone.items() if re.search(r'norm1?\.weight$', k) and v.dim() == 1]
-    return bool(norms) and float(torch.stack(norms).median()) < _DELTA_NORM_LEVEL
-
-
-def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None, num_heads: Optional[int] = None,
-                         model: Optional[torch.nn.Module] = None, source: str = 'release') -> Tuple[StateDict, str]:
+def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: Optional[torch.nn.Module] = None,
+                         source: str = 'release', base_source: str = 'BASE') -> Tuple[StateDict, str, str]:
     """A release state dict -> (segmentor state dict with ``backbone.`` and ``decode_head.``
-    keys, the backbone's source layout). ``base``: the converted pretrained backbone the
-    delta release is added to (``--delta-to``); ``model``: a backbone the result must load
-    into at its geometry."""
-    backbone = keys_under(sd, EOMT_BACKBONE_PREFIX)
-    if not backbone:
-        raise CheckpointError(f'an EoMT release without {EOMT_BACKBONE_PREFIX}* keys')
-    if base is not None and not looks_like_delta(backbone):
-        raise CheckpointError('--delta-to BASE is for EoMT\'s delta releases (its DINOv3 models), and this release '
-                              'is whole: its backbone\'s LayerNorm weights are of order 1, as trained weights are; '
-                              'convert it without --delta-to')
-    if base is None and looks_like_delta(backbone):
-        raise CheckpointError('the backbone\'s LayerNorm weights are near 0: this is a delta release (EoMT\'s '
-                              'DINOv3 models); give the pretrained DINOv3 weights it was trained from with '
-                              '--delta-to BASE')
-    converted, layout = convert_backbone(backbone, source, base=base, model=model, num_heads=num_heads)
+    keys, the backbone's source layout, the base's or ''). ``base``: the pretrained backbone
+    file the delta release is added to (``--delta-to``); ``model``: a backbone the result must
+    load into at its geometry."""
+    converted, layout, base_layout = convert_release_backbone(sd, source, base=base, base_source=base_source,
+                                                              model=model)
     out = {f'backbone.{k}': v for k, v in converted.items()}
     unknown = []
     for key, value in sd.items():
@@ -198,7 +178,7 @@ def convert_eomt_release(sd: StateDict, base: Optional[StateDict] = None, num_he
     if unknown:
         raise CheckpointError(f'EoMT release keys this converter does not know: {unknown[:8]}')
     kind = release_kind(out)
-    return (to_panoptic_order(out) if kind is not None and kind.reorder else out), layout
+    return (to_panoptic_order(out) if kind is not None and kind.reorder else out), layout, base_layout
 
 
 def release_dataset_meta(release: dict) -> Optional[dict]:
@@ -217,20 +197,15 @@ def release_dataset_meta(release: dict) -> Optional[dict]:
 
 
 def convert_release(sd: StateDict, source, delta_to=None, allow_unsafe: bool = False,
-                    model: Optional[torch.nn.Module] = None, **options) -> Optional[Tuple[StateDict, str, dict]]:
+                    model: Optional[torch.nn.Module] = None) -> Tuple[StateDict, str, dict]:
     """The release ``sd`` (read from ``source``) converted: (segmentor state dict, its layout
     in words, the checkpoint meta that names it: ``eomt_release`` and, where a shipped config
-    fits it, ``dataset_meta``); None where ``sd`` is no EoMT release. ``delta_to``: the
-    pretrained backbone file a delta release is added to; ``options``: the backbone
-    conversion's (:func:`..backbone_layouts.conversion_options`)."""
-    if not is_eomt_release(sd):
-        return None
-    base = None
-    if delta_to is not None:   # any backbone layout: read and converted as a backbone
-        base, base_layout = convert_loaded(read_checkpoint(delta_to, allow_unsafe), delta_to, **options)
+    fits it, ``dataset_meta``). ``delta_to``: the pretrained backbone file a delta release is
+    added to; ``model``: a backbone the result must load into at its geometry."""
+    base = read_weights(delta_to, allow_unsafe) if delta_to is not None else None
     try:
-        out, layout = convert_eomt_release(sd, base=base, num_heads=options.get('num_heads'), model=model,
-                                           source=str(source))
+        out, layout, base_layout = convert_eomt_release(sd, base=base, model=model, source=str(source),
+                                                        base_source=str(delta_to))
     except CheckpointMismatch:
         raise  # it names the file and the model
     except CheckpointError as e:
@@ -244,5 +219,5 @@ def convert_release(sd: StateDict, source, delta_to=None, allow_unsafe: bool = F
 
 
 __all__ = ['DEFAULT_SIDE', 'RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release', 'convert_release',
-           'describe_release', 'is_eomt_release', 'looks_like_delta', 'named_side', 'release_dataset_meta',
+           'describe_release', 'named_side', 'release_dataset_meta',
            'release_kind', 'release_meta', 'to_panoptic_order']

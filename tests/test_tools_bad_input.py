@@ -1,7 +1,7 @@
 """Bad input gets one error that says what and where: dataset folders and samples,
 checkpoints through the Runner's loader, atomic checkpoint writes, inputs smaller than a
-patch. (Bad backbone config values and backbone checkpoints: test_backbone.py and
-test_checkpoint.py.)"""
+patch. (Bad backbone config values and backbone checkpoints: test_models_backbone.py and
+test_models_checkpoint.py.)"""
 import copy
 import os
 import re

@@ -6,8 +6,8 @@ from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 
 from conftest import REPO
-from test_heads import tiny_segmentor
-from test_segmentor import _batch
+from test_models_heads import tiny_segmentor
+from test_models_segmentor import _batch
 from vit5seg.models.backbones.vit5 import VIT5_SWITCHES
 
 ABLATIONS = REPO / 'configs' / 'ablations'

@@ -1,6 +1,6 @@
 """Mixed-precision inference switches: which dtype a device can take, what runs under
 autocast, and that RMSNorm still normalises in float32 there. (A trained model's masks
-and mIoU under --amp: tests/test_e2e.py::test_demo_training_learns.)"""
+and mIoU under --amp: tests/test_tools_e2e.py::test_demo_training_learns.)"""
 import pytest
 import torch
 

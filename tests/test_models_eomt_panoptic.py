@@ -15,7 +15,7 @@ from mmengine.config import Config
 
 from conftest import REPO, perturb, run_script
 from reference_eomt import RefDinoV2, RefEoMT, logits_on_photo, panoptic_map, resize_and_pad, top_instances
-from test_eomt_release import MEAN, STD, release
+from test_models_eomt_release import MEAN, STD, release
 
 pytest.importorskip('panopticapi')
 DEPTH, MASKED, SIDE = 3, 2, 640
@@ -184,8 +184,8 @@ def test_the_loss_on_panoptic_targets_is_eomts_with_crowds_dropped(tmp_path, mon
     from mmengine.registry import DefaultScope
     from mmengine.structures import InstanceData, PixelData
     from reference_eomt import panoptic_targets, target_losses
-    from test_eomt_reference import MASKED as REF_MASKED
-    from test_eomt_reference import TINY, build_pair, given_points
+    from test_models_eomt_reference import MASKED as REF_MASKED
+    from test_models_eomt_reference import TINY, build_pair, given_points
     semantic, ref = build_pair('vit5', tmp_path)
     seg_cfg = Config.fromfile(str(TINY)).model
     cfg = Config.fromfile(str(REPO / 'configs' / 'tiny' / 'vit5_eomt_coco_panoptic_synthetic.py')).model

@@ -9,7 +9,7 @@ import pytest
 from mmengine.evaluator import BaseMetric
 from mmengine.hooks import Hook
 
-from test_accumulation import Points, Regressor
+from test_engine_accumulation import Points, Regressor
 from vit5seg.engine import ViT5Runner
 
 

@@ -1,6 +1,6 @@
 """The DINOv2 and DINOv3 tiny twins (issue #39) train, test and export as the ViT-5 twins do:
 tools/train.py on synthetic ADE20K with the test loop's metrics at its end (tools/test.py's
-own path is held by the ViT-5 twin in test_e2e.py), tools/export_onnx.py with onnxruntime
+own path is held by the ViT-5 twin in test_tools_e2e.py), tools/export_onnx.py with onnxruntime
 checked against PyTorch."""
 import pytest
 

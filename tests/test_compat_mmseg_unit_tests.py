@@ -11,7 +11,7 @@ The sdist carries only the test folders that are Python packages. These folders 
 repository are not in it, so they never run here: tests/test_apis, tests/test_datasets,
 tests/test_engine, tests/test_evaluation, tests/test_utils, tests/test_models/test_assigners
 and tests/test_models/test_losses. Of what they test, vit5seg changes mmseg's FocalLoss
-(vit5seg.compat): tests/test_focal_loss.py holds it to the same contract and to the values of
+(vit5seg.compat): tests/test_compat_focal_loss.py holds it to the same contract and to the values of
 mmcv's CUDA kernel. (docs/compatibility.md says the same.)"""
 import importlib.metadata
 import os

@@ -136,7 +136,7 @@ def test_resume_continues_iteration_lr_and_optimizer_state(project):
     steps = {int(s['step']) for s in ckpt['optimizer']['state'].values()}
     assert steps == {30}  # AdamW's step counts continued from the checkpoint's 20
     # a named checkpoint, not the work dir's last (iteration 20), is the one resumed; that the run
-    # then equals the uninterrupted one (weights, lr, schedule, bitwise): test_reliability
+    # then equals the uninterrupted one (weights, lr, schedule, bitwise): test_engine_reliability.py
     resumed_from_10 = _run([REPO / 'tools' / 'train.py', config, '--work-dir', 'run10', '--resume',
                             str(cwd / 'run' / 'iter_10.pth'), '--cfg-options', 'train_cfg.max_iters=11'], cwd)
     assert 'resumed epoch: 0, iter: 10' in resumed_from_10 and (cwd / 'run10' / 'iter_11.pth').is_file()

@@ -67,7 +67,7 @@ def test_unknown_paramwise_key_is_refused(segmentor):
 
 
 def test_mask2former_query_embeddings_get_no_weight_decay():
-    from test_heads import HAS_MMDET, tiny_segmentor
+    from test_models_heads import HAS_MMDET, tiny_segmentor
     if not HAS_MMDET:
         pytest.skip('Mask2Former needs mmdet')  # installed in CI
     model = tiny_segmentor(REPO / 'configs' / 'heads' / 'vit5_mask2former_ade20k.py')

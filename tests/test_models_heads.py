@@ -9,7 +9,7 @@ from mmengine.config import Config, ConfigDict
 from mmseg.registry import MODELS
 
 from conftest import REPO
-from test_segmentor import _batch
+from test_models_segmentor import _batch
 from vit5seg.models.builder import tiny_segmentor  # the configs' segmentor, 4 blocks 96 wide
 
 HEADS = ['fcn', 'pspnet', 'deeplabv3plus', 'segformer', 'segmenter', 'setr-pup', 'setr-mla', 'dpt', 'mask2former']

@@ -58,8 +58,8 @@ def test_coco_panoptic_release_to_ade20k_panoptic_keeps_the_queries(tmp_path):
     """EoMT's ADE20K panoptic models start from its COCO panoptic ones: the release file itself
     converts with --drop-head, and loads into the ADE20K panoptic config."""
     pytest.importorskip('panopticapi')
-    from test_eomt_zoo import release_file
-    from test_release_meta import one_block
+    from test_models_eomt_zoo import release_file
+    from test_models_release_meta import one_block
     sd, _ = release_file(tmp_path, 'panoptic', 'COCO', 'dinov2', 'large', 640)
     torch.save(sd, tmp_path / 'coco_panoptic_eomt_large_640.bin')
     ade = _model(one_block('dinov2-large_eomt_ade20k-panoptic-640.py').model, 'mmdet')

@@ -142,7 +142,7 @@ def test_eomt_segmentor_refuses_what_it_cannot_read():
 
 # --- the backbone and the queries --------------------------------------------------------
 
-# the backbone's own forward before and after EoMT: test_eomt_reference.py
+# the backbone's own forward before and after EoMT: test_models_eomt_reference.py
 
 
 @pytest.mark.parametrize('real', [False, True])
@@ -250,7 +250,7 @@ def test_every_trainable_parameter_gets_a_gradient_with_masks_and_without():
                                                         for n in ('cls_ce', 'mask_ce', 'mask_dice')}
 
 
-# the losses' values, normalisation and matching against a reference: test_eomt_reference.py
+# the losses' values, normalisation and matching against a reference: test_models_eomt_reference.py
 
 
 def test_an_image_with_only_ignored_pixels_gives_a_finite_loss():

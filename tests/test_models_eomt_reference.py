@@ -210,7 +210,7 @@ def test_the_assignment_follows_the_cost_weights(class_weight, assignment, monke
     import mmseg.utils.mask_classification as mask_classification
     from mmengine.structures import InstanceData
 
-    from test_eomt import tiny_eomt
+    from test_models_eomt import tiny_eomt
     class_logits, mask_logits, classes, targets = two_queries_two_targets()
     points = torch.rand(1024, 2, generator=torch.Generator().manual_seed(0))
     eomt_weights = (2.0 if class_weight == 'shipped' else class_weight, 5.0, 5.0)
@@ -232,7 +232,7 @@ def test_the_shipped_recipe_samples_its_points_as_eomt(monkeypatch):
     3.0, importance_sample_ratio 0.75 for the losses; matching on 12544 uniform points. The
     head built from the shipped config passes them on (the other tests give the points)."""
     import vit5seg.models.mask_classification.core as eomt
-    from test_eomt import labelled_batch, tiny_eomt
+    from test_models_eomt import labelled_batch, tiny_eomt
     calls = []
     sample = eomt.get_uncertain_point_coords_with_randomness
 

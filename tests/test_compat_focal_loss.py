@@ -1,7 +1,7 @@
 """mmseg's FocalLoss as vit5seg patches it (vit5seg.compat._focal_loss_any_device: every
 device but CUDA with compiled mmcv ops runs the patched forward). mmseg's own
 tests/test_models/test_losses/ is not in its source distribution (a folder without
-__init__.py), so test_mmseg_unit_tests.py cannot run it: the behaviour it holds FocalLoss
+__init__.py), so test_compat_mmseg_unit_tests.py cannot run it: the behaviour it holds FocalLoss
 to is checked here, against the values mmcv's CUDA kernel gave (recorded on a GPU in that
 file's test_same) and against the loss's own API contract."""
 import pytest

@@ -1,6 +1,6 @@
 """The pieces of tools/resolution_sweep.py and tools/feature_similarity.py that need no
 training: test scales, position policies reaching the backbone, the similarity measure.
-The tools themselves run end to end on trained tiny twins in test_e2e.py."""
+The tools themselves run end to end on trained tiny twins in test_tools_e2e.py."""
 import pytest
 import torch
 

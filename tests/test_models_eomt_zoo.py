@@ -24,8 +24,8 @@ from mmengine.config import Config
 
 from conftest import REPO, perturb
 from reference_eomt import RefDinoV2, RefEoMT, panoptic_map
-from test_eomt_panoptic import photo, reference_logits, same_segments, sharpened, small_config
-from test_eomt_release import MEAN, STD, release
+from test_models_eomt_panoptic import photo, reference_logits, same_segments, sharpened, small_config
+from test_models_eomt_release import MEAN, STD, release
 from vit5seg.models.convert import convert_file
 
 pytest.importorskip('panopticapi')

@@ -9,7 +9,7 @@ import torch
 from mmengine.config import Config
 
 from conftest import REPO
-from test_eomt_zoo import convert, release_file
+from test_models_eomt_zoo import convert, release_file
 
 pytest.importorskip('panopticapi')
 
@@ -62,7 +62,7 @@ def test_a_converted_release_names_its_classes_in_mmdet_and_mmseg(name, tmp_path
     assert list(inferencer.model.dataset_meta['classes']) == classes, name
     if task != 'semantic' or name == 'cityscapes_semantic':
         # mmdet's visualizer fails on an empty panoptic result, which random weights give: the ADE20K panoptic
-        # release draws its segments in tests/test_eomt_zoo.py; Cityscapes runs ViT-L windows over 1024 x 2048
+        # release draws its segments in tests/test_models_eomt_zoo.py; Cityscapes runs ViT-L windows over 1024 x 2048
         assert task == 'semantic' or list(inferencer.visualizer.dataset_meta['classes']) == classes, name
         return
     # mmseg's visualizer takes the model's names when it draws (Cityscapes' until then)

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from conftest import REPO
-from test_accumulation import _fixed_rand
-from test_eomt import labelled_batch
+from test_engine_accumulation import _fixed_rand
+from test_models_eomt import labelled_batch
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +26,8 @@ from mmengine.model import BaseModel
 sys.path.insert(0, sys.argv[2])  # the tests folder
 import vit5seg
 from vit5seg.engine.runner import ViT5Runner
-from test_accumulation import Points, _fixed_rand
-from test_eomt import labelled_batch
+from test_engine_accumulation import Points, _fixed_rand
+from test_models_eomt import labelled_batch
 
 
 class TwoParts(BaseModel):

@@ -13,7 +13,7 @@ from mmengine.runner import Runner
 
 import vit5seg  # noqa: F401  (registers the loop)
 from conftest import REPO, run_script
-from test_eomt import labelled_batch, tiny_eomt
+from test_models_eomt import labelled_batch, tiny_eomt
 from vit5seg.engine.accumulation import AccumulationError, BatchPlan, apply_plan, batch_plan
 from vit5seg.engine.recipe import recipe_card
 from vit5seg.engine.card import card
