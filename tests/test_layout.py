@@ -101,6 +101,7 @@ OLD_PATHS = {  # a path of an earlier release -> a name it had and the module th
     'vit5seg.datasets.check': ('check_split', 'vit5seg.datasets.checks'),
     'vit5seg.datasets.prepare': ('prepare_ade20k', 'vit5seg.datasets.prepare_ade20k'),
     'vit5seg.datasets.eomt_augment': ('ScaleJitterCrop', 'vit5seg.datasets.transforms'),
+    'vit5seg.engine.runner': ('card', 'vit5seg.engine.card'),   # a name moved out of a module that stays
 }
 
 

@@ -189,6 +189,6 @@ def __getattr__(name: str):
     if name in _MOVED_TO_CHECKS:
         from ..utils.moved import warn_moved
         from . import checks
-        warn_moved(f'{__name__}.{name}', 'vit5seg.datasets.checks', stacklevel=2)
+        warn_moved(f'{__name__}.{name}', 'vit5seg.datasets.checks', stacklevel=3)
         return getattr(checks, name)
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -201,4 +201,17 @@ def forget_runner(runner) -> None:
     shutil.rmtree(runner.log_dir, ignore_errors=True)
 
 
+# what this module held until the card's runner moved to vit5seg.engine.card
+_MOVED_TO_CARD = ('CardRunner', 'RecipeCardStandInDataset', 'card', 'card_run_objects')
+
+
+def __getattr__(name: str):
+    if name in _MOVED_TO_CARD:
+        from ..utils.moved import warn_moved
+        from . import card
+        warn_moved(f'{__name__}.{name}', 'vit5seg.engine.card', stacklevel=3)
+        return getattr(card, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
 __all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner', 'end_loader_workers', 'forget_runner', 'trains']
