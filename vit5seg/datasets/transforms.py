@@ -21,6 +21,8 @@ from mmseg.registry import TRANSFORMS
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as tvF
 
+from ..utils.moved import names_moved
+
 
 def jitter_size(height: int, width: int, target: Tuple[int, int], scale: float) -> Tuple[int, int]:
     """(new_height, new_width): the image fitted into ``target`` (h, w), times ``scale``,
@@ -181,14 +183,6 @@ __all__ = ['EoMTColorJitter', 'ScaleJitterCrop', 'jitter_size']
 
 
 # the per-sample checks this module held until they joined the other dataset checks
-_MOVED_TO_CHECKS = ('CheckedLoading', 'CheckSegSample', 'SampleError', 'skipped_samples', 'panoptic_png_problem',
-                    'panoptic_png_problems', 'check_panoptic_loading')
-
-
-def __getattr__(name: str):
-    if name in _MOVED_TO_CHECKS:
-        from ..utils.moved import warn_moved
-        from . import checks
-        warn_moved(f'{__name__}.{name}', 'vit5seg.datasets.checks', stacklevel=3)
-        return getattr(checks, name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+__getattr__ = names_moved(__name__, 'vit5seg.datasets.checks',
+                          ('CheckedLoading', 'CheckSegSample', 'SampleError', 'skipped_samples', 'panoptic_png_problem',
+                           'panoptic_png_problems', 'check_panoptic_loading'))

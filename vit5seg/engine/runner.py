@@ -32,6 +32,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, IterBasedTrainLoop, Runner
 from mmengine.registry import RUNNERS  # the root registries: mmseg and mmdet configs both find them
 
+from ..utils.moved import names_moved
 from .accumulation import LOOP_TYPE, BatchPlan, check_resumed_plan
 from .recipe import recipe_card
 from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, describe_epoch, epoch_steps, scale_lrs,
@@ -202,16 +203,8 @@ def forget_runner(runner) -> None:
 
 
 # what this module held until the card's runner moved to vit5seg.engine.card
-_MOVED_TO_CARD = ('CardRunner', 'RecipeCardStandInDataset', 'card', 'card_run_objects')
-
-
-def __getattr__(name: str):
-    if name in _MOVED_TO_CARD:
-        from ..utils.moved import warn_moved
-        from . import card
-        warn_moved(f'{__name__}.{name}', 'vit5seg.engine.card', stacklevel=3)
-        return getattr(card, name)
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+__getattr__ = names_moved(__name__, 'vit5seg.engine.card',
+                          ('CardRunner', 'RecipeCardStandInDataset', 'card', 'card_run_objects'))
 
 
 __all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner', 'end_loader_workers', 'forget_runner', 'trains']

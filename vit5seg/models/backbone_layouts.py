@@ -20,8 +20,7 @@ from mmengine.logging import print_log
 from timm.layers import resample_patch_embed
 
 from ..utils.state_dicts import StateDict, keys_under
-from .checkpoint_files import (EOMT_BACKBONE_PREFIX, CheckpointError, Weights, extract_state_dict, is_eomt_release,
-                               is_own_layout)
+from .checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError, Weights, weights_of
 from .dinov_layouts import CONVERTERS, convert_dinov, detect_dinov_layout
 from .layers import dinov3_periods, resize_pos_embed, rope_frequencies
 
@@ -187,9 +186,7 @@ def convert_loaded(obj, path, use_ema: bool = False, prefix: Optional[str] = Non
                    grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,
                    **options) -> Tuple[StateDict, str]:
     """:func:`vit5seg.models.checkpoint.convert_checkpoint` of a checkpoint object already read from ``path``."""
-    sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
-    weights = Weights(obj, sd, is_eomt_release(sd), is_own_layout(obj, prefix))
-    return convert_weights(weights, path, grid=grid, fit=fit, **options)
+    return convert_weights(weights_of(obj, use_ema=use_ema, prefix=prefix), path, grid=grid, fit=fit, **options)
 
 
 def convert_weights(weights: Weights, source, grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,

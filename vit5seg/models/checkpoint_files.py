@@ -259,9 +259,13 @@ class Weights(NamedTuple):
     own_layout: bool
 
 
+def weights_of(obj, use_ema: bool = False, prefix: Optional[str] = None) -> Weights:
+    """A checkpoint object already loaded -> its :class:`Weights`."""
+    sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
+    return Weights(obj, sd, is_eomt_release(sd), is_own_layout(obj, prefix))
+
+
 def read_weights(path, allow_unsafe: bool = False, sha256: Optional[str] = None, use_ema: bool = False,
                  prefix: Optional[str] = None) -> Weights:
     """``path`` (a file or URL) read safely (:func:`read_checkpoint`) and its tensors found."""
-    obj = read_checkpoint(path, allow_unsafe, sha256=sha256)
-    sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
-    return Weights(obj, sd, is_eomt_release(sd), is_own_layout(obj, prefix))
+    return weights_of(read_checkpoint(path, allow_unsafe, sha256=sha256), use_ema=use_ema, prefix=prefix)

@@ -27,4 +27,15 @@ def alias_of(old: str, new: str, names: Optional[Dict[str, str]] = None) -> Call
     return __getattr__
 
 
-__all__ = ['alias_of', 'warn_moved']
+def names_moved(old: str, new: str, names) -> Callable[[str], object]:
+    """The module ``__getattr__`` of a module ``old`` that stays but whose ``names`` moved to the
+    module ``new``: reading one warns and gives ``new``'s."""
+    def __getattr__(name: str):
+        if name not in names:
+            raise AttributeError(f'module {old!r} has no attribute {name!r}')
+        warn_moved(f'{old}.{name}', new, stacklevel=3)
+        return getattr(importlib.import_module(new), name)
+    return __getattr__
+
+
+__all__ = ['alias_of', 'names_moved', 'warn_moved']
