@@ -233,6 +233,7 @@ BACKBONE_DEFAULTS = join(
         rope_train_rescale=None),
     pin('ViT5 defaults: nothing frozen, no checkpointing, no compile, patch tokens only', 'model.backbone',
         output_cls_token=False, with_cp=False, compile=False, frozen_stages=-1, pretrained=None),
+    pin('ViT5 defaults: the encoder fine-tunes', 'model.backbone', frozen=False),
 )
 
 
@@ -1118,6 +1119,92 @@ for _name, _folder in (('cityscapes', 'cityscapes'), ('pascal_context_59', 'pasc
     for _family in ('vit5', 'deit3'):
         for _size in ('small', 'base', 'large'):
             EXPECTED[f'{_folder}/{_family}-{_size}_upernet_{_name}.py'] = dataset_80k(_name, _family, _size)
+
+
+# --- Meta's linear probe of frozen features on ADE20K ---------------------------------------
+LINEAR = 'facebookresearch/dinov3 dinov3/eval/segmentation/configs/config-ade20k-linear-training.yaml'
+LINEAR_HEAD = 'facebookresearch/dinov3 dinov3/eval/segmentation/models/heads/linear_head.py LinearHead'
+LINEAR_TRANSFORMS = 'facebookresearch/dinov3 dinov3/eval/segmentation/transforms.py'
+LINEAR_TRAIN = 'facebookresearch/dinov3 dinov3/eval/segmentation/train.py: one AdamW group of the trained parameters'
+
+
+class FrozenCount(NamedTuple):
+    """The card's 'backbone frozen' and 'trained parameters' rows, counted by
+    tests/test_engine_recipes.py on the config's own model built on the meta device: no backbone
+    parameter trains, every other one does."""
+
+    def expect(self, named: list) -> Dict[str, object]:
+        """``named``: (name, numel, requires_grad) of every parameter of the model."""
+        total = sum(n for name, n, _ in named if name.startswith('backbone.'))
+        parts = {}
+        for name, n, _ in named:
+            if not name.startswith('backbone.'):
+                parts[name.split('.')[0]] = parts.get(name.split('.')[0], 0) + n
+        return {'backbone frozen': f'0 of {total:,} parameters trained',
+                'trained parameters': tuple(f'{part}: {n:,}' for part, n in parts.items())}
+
+
+def linear_data() -> Dict[str, Pin]:
+    p = 'train_dataloader.dataset.pipeline'
+    short_side = f'{LINEAR_TRANSFORMS} FixedSideResize: the short side only (a long side that never binds)'
+    return join(
+        without(ADE20K, f'{p}.', 'val_dataloader.dataset.pipeline.', 'model.test_cfg', 'model.auxiliary_head',
+                'scale rule'),
+        checked_loading(f'{p}.0', 150, True, LINEAR),
+        pin(short_side, f'{p}.1', type='RandomResize', scale=(65536, 512), keep_ratio=True),
+        pin(f'{LINEAR}: random_img_size_ratio_range', f'{p}.1', ratio_range=(0.5, 2.0)),
+        pin(MMSEG_DEFAULT, f'{p}.1', resize_type='Resize'),
+        pin(f'{LINEAR}: crop_size', f'{p}.2', type='RandomCrop', crop_size=(512, 512)),
+        pin(f'{LINEAR_TRANSFORMS} RandomCropWithLabel(cat_max_ratio=0.75)', f'{p}.2', cat_max_ratio=0.75),
+        pin(MMSEG_DEFAULT, f'{p}.2', ignore_index=255),
+        pin(f'{LINEAR}: flip_prob', f'{p}.3', type='RandomFlip', prob=0.5),
+        pin(MMSEG_DEFAULT, f'{p}.3', direction='horizontal', swap_seg_labels=None),
+        pin(LINEAR, f'{p}.4', type='PackSegInputs'),
+        pins(DERIVED, {'scale rule': 'RandomResize: the image fitted into (65536, 512) x r, r uniform in [0.5, 2.0]: '
+                                     'its short side 512 r unless its long side would pass 65536 r'}),
+        test_pipeline('val_dataloader.dataset.pipeline', 150, True, (65536, 512), f'{short_side}, eval img_size'),
+        pin(f'{LINEAR}: eval mode slide, crop_size 512, stride 341', 'model.test_cfg', mode='slide',
+            crop_size=(512, 512), stride=(341, 341)),
+    )
+
+
+def ade20k_linear(family: str, size: str) -> Dict[str, Pin]:
+    width = SIZES[size][0]
+    return join(
+        RUNTIME, NORMALISATION, linear_data(), backbone(family, size),
+        pin(MMSEG_VIT_UPERNET, 'model', type='EncoderDecoder', pretrained=None),
+        pin(f'{LINEAR}: backbone_out_layers LAST, use_backbone_norm, use_cls_token False', 'model.backbone',
+            out_indices=-1, final_norm=True, frozen=True),
+        pin('ViT5 defaults: no stochastic depth (a frozen encoder runs in eval mode)', 'model.backbone',
+            drop_path_rate=0.0),
+        pin(f'{LINEAR_HEAD}: BatchNorm and a 1x1 conv over the tap, Dropout2d(0.1)', 'model.decode_head',
+            type='LinearProbeHead', in_channels=width, dropout_ratio=0.1, align_corners=False),
+        pin(f'{LINEAR_HEAD}: SyncBatchNorm (use_batchnorm)', 'model.decode_head.norm_cfg', type='SyncBN',
+            requires_grad=True),
+        pin(f'{LINEAR}: celoss_weight 1.0, diceloss_weight 0.0', 'model.decode_head.loss_decode',
+            type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0),
+        pin(LINEAR_TRAIN, 'optim_wrapper', type='OptimWrapper', constructor='ViT5OptimWrapperConstructor'),
+        pin(LINEAR, 'optim_wrapper.optimizer', type='AdamW', lr=0.001, betas=(0.9, 0.999), weight_decay=0.001),
+        pin(LINEAR_TRAIN, 'optim_wrapper.paramwise_cfg', layer_decay_rate=1.0, decay_all=True),
+        pins(LINEAR_TRAIN, {'weight decay': DecayRule(0.001, decay_all=True), 'backbone frozen': FrozenCount()}),
+        pins(DERIVED, {'lr used': 0.001, 'lr by layer': ('head and neck 0.001',), 'precision': 'float32',
+                       'torch.compile': False}),
+        pin(f'{LINEAR}: total_iter', 'train_cfg', type='IterBasedTrainLoop', max_iters=40000),
+        pin(f'{LINEAR}: eval_interval', 'train_cfg', val_interval=5000),
+        pin(f'{LINEAR}: scheduler WarmupOneCycleLR', 'param_scheduler.0', type='WarmupOneCycleLR', warmup_iters=1500,
+            warmup_ratio=1e-06, final_div_factor=float('inf'), anneal_strategy='cos', by_epoch=False, begin=0,
+            end=40000),
+        pin(f'{LINEAR}: eval_interval, metric_to_save mIoU', 'default_hooks.checkpoint', type='CheckpointHook',
+            by_epoch=False, interval=5000, save_best='mIoU'),
+        pin(KEEP_CKPTS, 'default_hooks.checkpoint', max_keep_ckpts=3),
+        batch(2, 8, source=f'{LINEAR}: bs 2, n_gpus 8'),
+        pin(f'{LINEAR}: crop_size', 'model.data_preprocessor', size=(512, 512)),
+    )
+
+
+for _family in ('vit5', 'deit3', 'dinov2', 'dinov3'):
+    for _size in ('small', 'base', 'large'):
+        EXPECTED[f'linear/{_family}-{_size}_linear_ade20k.py'] = ade20k_linear(_family, _size)
 
 
 # --- the tiny twins: each real recipe shrunk for 2 CPU cores, trained from scratch ----------

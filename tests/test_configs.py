@@ -10,9 +10,12 @@ from mmseg.utils import register_all_modules
 
 from conftest import REPO
 
-# the UperNet configs; configs/heads/ are built and run in test_models_heads.py, the EoMT ones in test_models_eomt.py
+# the UperNet configs; configs/heads/ are built and run in test_models_heads.py, the EoMT ones in test_models_eomt.py,
+# the frozen-encoder ones (linear/, pmt/) below
 CONFIGS = sorted(p for p in (REPO / 'configs').rglob('*.py')
-                 if not {'_base_', 'heads', 'eomt'} & set(p.parts) and 'eomt' not in p.name)
+                 if not {'_base_', 'heads', 'eomt', 'linear', 'pmt'} & set(p.parts) and 'eomt' not in p.name
+                 and 'pmt' not in p.name)
+LINEAR = sorted((REPO / 'configs' / 'linear').glob('*.py'))
 VIT5 = [p for p in CONFIGS if p.name.startswith('vit5') and not {'tiny', 'ablations'} & set(p.parts)]
 # dataset -> (folder, name suffix, classes, crop, per-GPU batch, test mode, data_root)
 BENCHMARKS = {
@@ -51,6 +54,24 @@ def test_every_vit5_config_has_a_deit3_twin_with_the_same_protocol(path):
     for cfg in (a, b):
         cfg.pop('filename', None)
     assert a == b
+
+
+@pytest.mark.parametrize('path', LINEAR, ids=lambda p: p.name)
+def test_linear_probe_config_builds_a_frozen_encoder_and_differs_from_its_vit5_twin_only_in_it(path):
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(str(path))
+    with torch.device('meta'):
+        model = MODELS.build(cfg.model)
+    assert model.backbone.frozen and model.decode_head.in_channels == model.backbone.embed_dims
+    assert model.backbone.out_indices == (model.backbone.num_layers - 1,) and model.backbone.final_norm
+    family = path.name.split('-')[0]
+    twin = Config.fromfile(str(path.with_name(path.name.replace(family, 'vit5', 1)))).to_dict()
+    mine = cfg.to_dict()
+    for one in (mine, twin):
+        one.pop('filename', None)
+        for key in ('arch', 'init_cfg', 'img_size'):
+            one['model']['backbone'].pop(key, None)
+    assert mine == twin
 
 
 def test_tiny_deit3_twin_differs_only_in_the_preset():

@@ -9,7 +9,7 @@ import pytest
 from mmengine.config import Config
 
 from conftest import REPO, run_script
-from recipe_table import EXPECTED, DecayRule
+from recipe_table import EXPECTED, DecayRule, FrozenCount
 from vit5seg.engine.recipe import protocol_gpus, recipe_card
 from vit5seg.engine.card import card
 
@@ -17,7 +17,7 @@ CONFIGS = REPO / 'configs'
 SHIPPED = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob('*.py') if '_base_' not in p.parts)
 # what the card reads from the objects the trainer builds (optimizer wrapper, schedulers, loop)
 RUN_KEYS = ('lr by layer', 'weight decay', 'no weight decay on', 'train loop', 'max_iters counts',
-            'schedulers in optimizer steps', 'an epoch')
+            'schedulers in optimizer steps', 'an epoch', 'backbone frozen', 'trained parameters')
 
 
 def card_values(path: Path, run: bool = True) -> dict:
@@ -27,8 +27,9 @@ def card_values(path: Path, run: bool = True) -> dict:
     return (card(cfg, protocol_gpus(cfg)) if run else recipe_card(cfg, protocol_gpus(cfg))).values()
 
 
-def parameter_shapes(path: Path) -> list:
-    """(name, shape) of every trainable parameter of the config's model, built on the meta device here."""
+def parameter_shapes(path: Path, everything: bool = False) -> list:
+    """(name, shape) of every trainable parameter of the config's model, built on the meta device here;
+    ``everything``: (name, numel, requires_grad) of every parameter."""
     import torch
     from mmengine.registry import DefaultScope
     from mmseg.registry import MODELS
@@ -39,6 +40,8 @@ def parameter_shapes(path: Path) -> list:
                 model = MODELS.build(cfg.model)
         except RuntimeError:  # mmseg's SegmenterMaskTransformerHead calls .item() while it builds
             model = MODELS.build(cfg.model)
+    if everything:
+        return [(name, p.numel(), p.requires_grad) for name, p in model.named_parameters()]
     return [(name, tuple(p.shape)) for name, p in model.named_parameters() if p.requires_grad]
 
 
@@ -47,7 +50,10 @@ def expected_values(name: str, run: bool = True) -> dict:
     config's model; without the run's keys where ``run`` is False."""
     out = {}
     for key, (value, source) in EXPECTED[name].items():
-        if isinstance(value, DecayRule):
+        if isinstance(value, FrozenCount):
+            out.update({k: (v, source) for k, v in value.expect(parameter_shapes(CONFIGS / name, True)).items()}
+                       if run else {})
+        elif isinstance(value, DecayRule):
             out.update({k: (v, source) for k, v in value.expect(parameter_shapes(CONFIGS / name)).items()}
                        if run else {})
         elif run or key not in RUN_KEYS:

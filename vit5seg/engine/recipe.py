@@ -303,9 +303,25 @@ def scheduler_factors(scheduler) -> Dict[str, object]:
     return out
 
 
+def _trained_rows(model) -> Iterator[Row]:
+    """A frozen backbone's count (none of its parameters trains) and what trains instead, by part."""
+    backbone = getattr(model, 'backbone', None)
+    if not getattr(backbone, 'frozen', False):
+        return
+    total = sum(p.numel() for p in backbone.parameters())
+    trained = sum(p.numel() for p in backbone.parameters() if p.requires_grad)
+    yield Row('optimizer', 'backbone frozen', f'{trained:,} of {total:,} parameters trained', 'derived')
+    parts = {}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            part = name.split('.')[0]
+            parts[part] = parts.get(part, 0) + p.numel()
+    yield Row('optimizer', 'trained parameters', tuple(f'{part}: {n:,}' for part, n in parts.items()), 'derived')
+
+
 def run_rows(run: RunObjects, plan: BatchPlan) -> List[Row]:
     """The card's rows read from what the trainer built (:class:`RunObjects`)."""
-    return [*_group_rows(run.optim_wrapper, run.model), *_schedule_rows(run, plan)]
+    return [*_trained_rows(run.model), *_group_rows(run.optim_wrapper, run.model), *_schedule_rows(run, plan)]
 
 
 def _window_rows(cfg) -> Iterator[Row]:

@@ -1,7 +1,12 @@
-"""Learning-rate schedules of the recipes that mmengine has no scheduler for: EoMT's two-stage
-warm-up (tue-mps/eomt training/two_stage_warmup_poly_schedule.py): the new parameters warm up
-while the backbone's lr is 0, then the backbone warms up, then everything decays polynomially.
+"""Learning-rate schedules of the recipes that mmengine has no scheduler for:
+
+- EoMT's two-stage warm-up (tue-mps/eomt training/two_stage_warmup_poly_schedule.py): the new
+  parameters warm up while the backbone's lr is 0, then the backbone warms up, then everything
+  decays polynomially;
+- Meta's ``WarmupOneCycleLR`` of its segmentation evaluations (facebookresearch/dinov3
+  dinov3/eval/segmentation/schedulers.py), the linear probe's schedule.
 """
+import math
 
 from mmengine.optim.scheduler.lr_scheduler import LRSchedulerMixin
 from mmengine.optim.scheduler.param_scheduler import _ParamScheduler
@@ -51,4 +56,48 @@ class TwoStageWarmupPolyLR(LRSchedulerMixin, _ParamScheduler):
                 for g in self.optimizer.param_groups]
 
 
-__all__ = ['TwoStageWarmupPolyLR']
+@PARAM_SCHEDULERS.register_module()
+class WarmupOneCycleLR(LRSchedulerMixin, _ParamScheduler):
+    """Meta's ``WarmupOneCycleLR`` without momentum cycling (its linear probe's ``use_beta1: False``,
+    ``update_momentum: False``; ``pct_start`` changes no lr there). Per step t of T = end - begin,
+    for a group whose lr is m (closed form, so a resumed run gets the same lr):
+
+    - t < ``warmup_iters`` (w), ``warmup_ratio`` r > 0: ``m (1 - (1 - t/w)(1 - r)) (1 - t/T)``;
+      with r = 0 (Meta's other rule): ``m / f + m (1 + cos(pi t / T)) / 2 * t / w``;
+    - after: the anneal from m to ``m / (d f)`` (d = ``div_factor``, f = ``final_div_factor``) at
+      ``(t + 1) / T`` for ``'cos'`` (Meta's cosine looks one step ahead), ``t / T`` for ``'linear'``.
+
+    Meta's linear probe: w 1500, r 1e-6, f inf (the lr ends at 0), cosine.
+    """
+
+    def __init__(self, optimizer, warmup_iters: int = 0, warmup_ratio: float = 0., div_factor: float = 25.,
+                 final_div_factor: float = 1000., anneal_strategy: str = 'cos', begin: int = 0, end: int = 40000,
+                 last_step: int = -1, by_epoch: bool = False, verbose: bool = False):
+        if anneal_strategy not in ('cos', 'linear'):
+            raise ValueError(f"WarmupOneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        if not 0 <= warmup_iters < end - begin:
+            raise ValueError(f'WarmupOneCycleLR: warmup_iters={warmup_iters} must be within the schedule '
+                             f'({end - begin} steps)')
+        if not 0 <= warmup_ratio <= 1:
+            raise ValueError(f'WarmupOneCycleLR: warmup_ratio={warmup_ratio} must be within [0, 1]')
+        self.warmup_iters, self.warmup_ratio, self.anneal_strategy = warmup_iters, warmup_ratio, anneal_strategy
+        self.div_factor, self.final_div_factor = div_factor, final_div_factor
+        super().__init__(optimizer, begin=begin, end=end, last_step=last_step, by_epoch=by_epoch, verbose=verbose)
+
+    def factor(self, t: int) -> float:
+        """The lr of step t over the group's lr."""
+        total, w = self.end - self.begin, self.warmup_iters
+        if t < w:
+            if self.warmup_ratio:
+                return (1 - (1 - t / w) * (1 - self.warmup_ratio)) * (1 - t / total)
+            return 1 / self.final_div_factor + (1 + math.cos(math.pi * t / total)) / 2 * t / w
+        low = 1 / (self.div_factor * self.final_div_factor)
+        if self.anneal_strategy == 'cos':
+            return low + (1 - low) / 2 * (math.cos(math.pi * (t + 1) / total) + 1)
+        return (low - 1) * t / total + 1
+
+    def _get_value(self):
+        return [g['initial_lr'] * self.factor(self.last_step) for g in self.optimizer.param_groups]
+
+
+__all__ = ['TwoStageWarmupPolyLR', 'WarmupOneCycleLR']

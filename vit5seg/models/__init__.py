@@ -1,5 +1,7 @@
 from .backbones import ARCH_PRESETS, ViT5
 from .checkpoint import convert_checkpoint, load_pretrained
+from .linear_probe import LinearProbeHead
 from .mask_classification import EoMTEncoderDecoder, EoMTHead
 
-__all__ = ['ARCH_PRESETS', 'EoMTEncoderDecoder', 'EoMTHead', 'ViT5', 'convert_checkpoint', 'load_pretrained']
+__all__ = ['ARCH_PRESETS', 'EoMTEncoderDecoder', 'EoMTHead', 'LinearProbeHead', 'ViT5', 'convert_checkpoint',
+           'load_pretrained']

@@ -5,6 +5,7 @@ the published settings (DINOv2 and DINOv3 are values of the same switches). See
 the paper (arXiv 2602.08071) for the exact architecture, facebookresearch/dinov2 and dinov3
 (``models/vision_transformer.py``) for DINO's.
 """
+import contextlib
 from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
@@ -146,6 +147,12 @@ class ViT5(BaseModule):
             default: see docs/performance.md for what it measured.
         frozen_stages: freeze the embeddings and the first ``frozen_stages`` blocks
             (``-1``: nothing frozen).
+        frozen: the whole encoder is a fixed feature extractor, as in Meta's linear probe
+            (facebookresearch/dinov3 eval/segmentation) and PMT (tue-mps/pmt models/pmt.py): no
+            parameter trains (none reaches an optimizer group), it stays in eval mode
+            (dropout, drop path and RoPE's training jitter off) and runs under
+            ``torch.no_grad()``, so a training step keeps none of its activations.
+            Checkpoints keep its tensors, so a checkpoint stands alone.
         pretrained: a checkpoint path or URL, as mmseg's ``model.pretrained`` passes it;
             the same as ``init_cfg=dict(type='Pretrained', checkpoint=pretrained)``.
         init_cfg: ``dict(type='Pretrained', checkpoint=PATH_OR_URL)`` loads an authors'
@@ -197,6 +204,7 @@ class ViT5(BaseModule):
                  with_cp: bool = False,
                  compile: Union[bool, dict] = False,
                  frozen_stages: int = -1,
+                 frozen: bool = False,
                  pretrained: Optional[str] = None,
                  init_cfg: Optional[dict] = None):
         if pretrained is not None:
@@ -241,6 +249,7 @@ class ViT5(BaseModule):
         if frozen_stages > depth:
             raise ValueError(f'frozen_stages={frozen_stages} exceeds num_layers={depth}')
         self.frozen_stages = frozen_stages
+        self.frozen = bool(frozen)
 
         # Pads the input to a multiple of the patch at the bottom/right, as mmseg's ViT.
         self.patch_embed = PatchEmbed(img_size=self.img_size, patch_size=patch_size, in_chans=in_channels,
@@ -323,6 +332,9 @@ class ViT5(BaseModule):
             super().init_weights()
 
     def _freeze_stages(self):
+        if self.frozen:
+            self.requires_grad_(False)
+            return
         if self.frozen_stages < 0:
             return
         frozen = [self.patch_embed, *self.blocks[:self.frozen_stages]]
@@ -337,9 +349,13 @@ class ViT5(BaseModule):
                 p.requires_grad = False
 
     def train(self, mode: bool = True):
-        super().train(mode)
+        super().train(mode and not self.frozen)
         self._freeze_stages()
         return self
+
+    def grad_context(self):
+        """Where the encoder runs: ``torch.no_grad()`` when it is frozen, the caller's mode otherwise."""
+        return torch.no_grad() if self.frozen else contextlib.nullcontext()
 
     def resized_pos_embed(self, grid: Tuple[int, int]) -> torch.Tensor:
         """pos_embed (1, h*w, C) at another patch grid, unchanged at the pretraining grid."""
@@ -369,13 +385,29 @@ class ViT5(BaseModule):
         return x, (h, w), rope
 
     def forward(self, x: torch.Tensor):
-        x, grid, rope = self.embed(x, real_rope=self.compile_cfg is not None)
-        run = self._run_blocks
-        if self.compile_cfg is not None:
-            if self._compiled_blocks is None:
-                self._compiled_blocks = torch.compile(self._run_blocks, **self.compile_cfg)
-            run = self._compiled_blocks
-        return run(x, grid, rope)
+        with self.grad_context():
+            x, grid, rope = self.embed(x, real_rope=self.compile_cfg is not None)
+            run = self._run_blocks
+            if self.compile_cfg is not None:
+                if self._compiled_blocks is None:
+                    self._compiled_blocks = torch.compile(self._run_blocks, **self.compile_cfg)
+                run = self._compiled_blocks
+            return run(x, grid, rope)
+
+    def normed_tokens(self, x: torch.Tensor, indices: Sequence[int]):
+        """Image (B, 3, H, W) -> every token after the final norm at each block of ``indices``
+        (a list of (B, 1 + h*w + R, C), in the order given), the patch grid (h, w) and the RoPE
+        table of the tokens: the interaction features of PMT (tue-mps/pmt models/pmt.py,
+        ``backbone.norm(x)`` at ``interaction_indices``). Runs only the blocks up to the last index."""
+        wanted = self._check_out_indices(list(indices), self.num_layers)
+        with self.grad_context():
+            x, grid, rope = self.embed(x)
+            taps = {}
+            for i, blk in enumerate(self.blocks[:max(wanted) + 1]):
+                x = blk(x, rope)
+                if i in wanted:
+                    taps[i] = self.norm(x)
+            return [taps[i] for i in wanted], grid, rope
 
     def _run_blocks(self, x: torch.Tensor, grid: Tuple[int, int], rope: Optional[torch.Tensor]):
         """Tokens (B, 1 + h*w + R, C) through every block -> the taps, each (B, C, h, w)."""
@@ -401,7 +433,8 @@ class ViT5(BaseModule):
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """All tokens after the final norm, (B, 1 + N + R, C): what the authors'
         ``forward_features`` returns before pooling."""
-        x, _, rope = self.embed(x)
-        for blk in self.blocks:
-            x = blk(x, rope)
-        return self.norm(x)
+        with self.grad_context():
+            x, _, rope = self.embed(x)
+            for blk in self.blocks:
+                x = blk(x, rope)
+            return self.norm(x)

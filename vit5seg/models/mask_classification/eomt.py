@@ -55,6 +55,10 @@ class EoMTDecoder(MaskDecoder):
     _compiled = None  # (block, prediction) made on first use with model.backbone.compile
 
     def check_parts(self, backbone: ViT5, head: EoMTHead) -> None:
+        if backbone.frozen:
+            raise ValueError('EoMT trains its queries through the backbone\'s own blocks, so its backbone cannot be '
+                             'frozen: set model.backbone.frozen=False, or use a decoder of its own '
+                             "(model.decoder=dict(type='PMTDecoder', ...))")
         if not backbone.final_norm:
             raise ValueError('EoMT reads every prediction through the backbone\'s final norm: set '
                              'model.backbone.final_norm=True')

@@ -1,0 +1,7 @@
+# DINOv2-L twin of vit5-large_linear_ade20k.py (the registers model of this project's DINOv2 configs).
+_base_ = ['./vit5-large_linear_ade20k.py']
+model = dict(
+    backbone=dict(arch='dinov2-large-reg4', img_size=518,  # DINOv2's pretraining size
+                  init_cfg=dict(type='Pretrained',
+                                checkpoint='https://dl.fbaipublicfiles.com/dinov2/dinov2_vitl14/'
+                                           'dinov2_vitl14_reg4_pretrain.pth')))
