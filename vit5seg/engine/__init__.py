@@ -5,9 +5,10 @@ from .mask_annealing import EoMTMaskAnnealingHook
 from .optim_constructor import ViT5OptimWrapperConstructor, no_weight_decay, vit5_layer_id
 from .recipe import RecipeCard, recipe_card
 from .runner import ViT5Runner
-from .schedules import TwoStageWarmupPolyLR, WarmupOneCycleLR
+from .schedules import TwoStageWarmupPolyLR, WarmupCosineLR, WarmupOneCycleLR
 
 __all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'EoMTMaskAnnealingHook', 'NonFiniteLossError',
            'NonFiniteLossHook', 'RandomStateHook', 'RecipeCard', 'SkippedSampleHook', 'TwoStageWarmupPolyLR',
-           'WarmupOneCycleLR', 'ViT5OptimWrapperConstructor', 'ViT5Runner', 'allow_unsafe_loading', 'atomic_torch_save',
+           'WarmupCosineLR', 'WarmupOneCycleLR', 'ViT5OptimWrapperConstructor', 'ViT5Runner', 'allow_unsafe_loading',
+           'atomic_torch_save',
            'latest_complete_checkpoint', 'no_weight_decay', 'recipe_card', 'vit5_layer_id']

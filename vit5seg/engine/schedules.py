@@ -4,7 +4,11 @@
   parameters warm up while the backbone's lr is 0, then the backbone warms up, then everything
   decays polynomially;
 - Meta's ``WarmupOneCycleLR`` of its segmentation evaluations (facebookresearch/dinov3
-  dinov3/eval/segmentation/schedulers.py), the linear probe's schedule.
+  dinov3/eval/segmentation/schedulers.py), the linear probe's schedule;
+- PMT's ``WarmupCosineSchedule`` (tue-mps/pmt image/training/warmup_cosine_schedule.py): a linear
+  warm-up from 0 and a cosine to an absolute floor. mmengine's LinearLR cannot start at 0 (its
+  chained factors divide by the previous one) and its cosine's floor is reached at ``end``, so
+  both are one closed form here.
 """
 import math
 
@@ -100,4 +104,28 @@ class WarmupOneCycleLR(LRSchedulerMixin, _ParamScheduler):
         return [g['initial_lr'] * self.factor(self.last_step) for g in self.optimizer.param_groups]
 
 
-__all__ = ['TwoStageWarmupPolyLR', 'WarmupOneCycleLR']
+@PARAM_SCHEDULERS.register_module()
+class WarmupCosineLR(LRSchedulerMixin, _ParamScheduler):
+    """PMT's schedule. Per step t of T = end - begin, for a group whose lr is m:
+    ``m t / w`` for t < w (``warmup_iters``), then ``min_lr + (m - min_lr)(1 + cos(pi (t - w) / (T - w))) / 2``.
+    """
+
+    def __init__(self, optimizer, warmup_iters: int = 0, min_lr: float = 1e-9, begin: int = 0, end: int = 40000,
+                 last_step: int = -1, by_epoch: bool = False, verbose: bool = False):
+        if not 0 <= warmup_iters < end - begin:
+            raise ValueError(f'WarmupCosineLR: warmup_iters={warmup_iters} must be within the schedule '
+                             f'({end - begin} steps)')
+        self.warmup_iters, self.min_lr = warmup_iters, min_lr
+        super().__init__(optimizer, begin=begin, end=end, last_step=last_step, by_epoch=by_epoch, verbose=verbose)
+
+    def lr(self, t: int, base: float) -> float:
+        w, total = self.warmup_iters, self.end - self.begin
+        if t < w:
+            return base * t / w
+        return self.min_lr + 0.5 * (base - self.min_lr) * (1 + math.cos(math.pi * (t - w) / max(1, total - w)))
+
+    def _get_value(self):
+        return [self.lr(self.last_step, g['initial_lr']) for g in self.optimizer.param_groups]
+
+
+__all__ = ['TwoStageWarmupPolyLR', 'WarmupCosineLR', 'WarmupOneCycleLR']

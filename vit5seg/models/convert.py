@@ -76,7 +76,8 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
         sd, layout = segmentor_state_dict(obj, src), 'vit5seg segmentor'
     else:
         if delta_to is not None:
-            raise CheckpointError(f'--delta-to is for EoMT\'s delta releases; {src} is no EoMT release')
+            raise CheckpointError(f'--delta-to is for EoMT\'s delta releases and PMT\'s decoder-only ones; {src} is '
+                                  f'no release')
         sd, layout = convert_weights(weights, src, model=model, img_size=img_size)
     if drop_head:  # the classes it named are not the new model's: no dataset_meta, the release noted as the base
         sd, dropped = without_class_head(sd)
@@ -109,7 +110,8 @@ def main(argv=None):
                              'a dict literal of sizes/switches; mismatches are listed and nothing is written')
     parser.add_argument('--delta-to', metavar='BASE', default=None,
                         help='an EoMT delta release (its DINOv3 models): the pretrained DINOv3 weights it was '
-                             'trained from (Meta, timm or transformers layout, a file or URL), added to the delta')
+                             'trained from (Meta, timm or transformers layout, a file or URL), added to the delta; '
+                             'a PMT release (decoder only): the frozen DINOv3 it was trained on, its encoder')
     parser.add_argument('--drop-head', action='store_true',
                         help='write a segmentor checkpoint (a training\'s, a converted release, or an EoMT release '
                              'converted first) without the tensors whose shape is its class count (conv_seg, '

@@ -222,12 +222,27 @@ def detect_dinov_layout(sd: StateDict) -> Optional[str]:
     return None
 
 
+def _dinov3_rules(out: StateDict, num_heads: Optional[int]) -> StateDict:
+    out = interleave_rope_halves(out, num_heads)
+    for key in [k for k in out if k.endswith('attn.qkv.bias')]:
+        C = out[key].shape[0] // 3
+        out[key] = out[key].clone()
+        out[key][C:2 * C] = 0  # masked in DINOv3: never used, kept at zero
+    return out
+
+
 def convert_dinov(sd: StateDict, layout: str, num_heads: Optional[int] = None) -> StateDict:
     out = CONVERTERS[layout](sd)
-    if layout.startswith('dinov3'):
-        out = interleave_rope_halves(out, num_heads)
-        for key in [k for k in out if k.endswith('attn.qkv.bias')]:
-            C = out[key].shape[0] // 3
-            out[key] = out[key].clone()
-            out[key][C:2 * C] = 0  # masked in DINOv3: never used, kept at zero
-    return out
+    return _dinov3_rules(out, num_heads) if layout.startswith('dinov3') else out
+
+
+def convert_dinov3_layers(sd: StateDict, num_heads: int) -> StateDict:
+    """transformers' ``DINOv3ViTLayer`` tensors at ``N.*`` (q/k/v/o projections, ``layer_scale1.lambda1``,
+    ``mlp.up_proj``/``down_proj``) -> this package's ``Block`` tensors at ``N.*``, with DINOv3's
+    rules (rotate-half pairs interleaved, no key bias): the blocks of PMT's decoder
+    (tue-mps/pmt image/models/layers.py), which are these layers."""
+    layers = {f'layer.{k}': v for k, v in sd.items()}
+    out = {}
+    for i in sorted({int(k.split('.')[0]) for k in sd}):
+        _hf_block(layers, i, _HF_PROJ, out)
+    return {k[len('blocks.'):]: v for k, v in _dinov3_rules(out, num_heads).items()}

@@ -1,14 +1,16 @@
 """Segmentation by mask classification: a core every query decoder uses, the decoders (EoMT's
-last blocks), one module per task's glue (mmseg's segmentor; mmdet's detector, panoptic and
+last blocks, PMT's plain mask decoder), one module per task's glue (mmseg's segmentor; mmdet's detector, panoptic and
 instance), the post-processing rules graphs use, and the release tables. docs/layout.md says
 where a new task, decoder or release kind goes."""
 import importlib.util
 
 from .core import EoMTHead, MaskClassificationCore, MaskDecoder, MaskFeatures
 from .eomt import EoMTDecoder
+from .pmt import PMTDecoder
 from .segmentor import EoMTEncoderDecoder
 
 if importlib.util.find_spec('mmdet') is not None:  # panoptic and instance (mmdet: the [mask2former] extra)
     from .detector import EoMT, EoMTDetDataPreprocessor  # noqa: F401  (registered in mmdet)
 
-__all__ = ['EoMTDecoder', 'EoMTEncoderDecoder', 'EoMTHead', 'MaskClassificationCore', 'MaskDecoder', 'MaskFeatures']
+__all__ = ['EoMTDecoder', 'EoMTEncoderDecoder', 'EoMTHead', 'MaskClassificationCore', 'MaskDecoder', 'MaskFeatures',
+           'PMTDecoder']

@@ -13,6 +13,12 @@ probabilities, the criterion's class weights). The DINOv3 release is a delta: Eo
 to zero elsewhere, so the head's values are in the file and only the backbone needs a base.
 EoMT's ADE20K panoptic models predict ADE's 150 classes in ADE's order; mmdet's dataset and
 fusion head need the 100 things first, so their class head's rows are permuted by name.
+
+PMT's releases (tue-mps/pmt model_zoo/image/dinov3.md, written by its scripts/convert_ckpt.py)
+hold the decoder only: ``network.decoder.*`` (queries, blocks, lateral projections, scalers,
+norm and the head's predictors) and ``network.bn.*`` (the lateral norms); the frozen encoder is
+Meta's DINOv3, every tensor of it from the base file (``--delta-to``), in any layout the DINOv3
+preset reads. They load into ``configs/pmt/`` with ``model.decoder`` a :class:`.pmt.PMTDecoder`.
 """
 import re
 from typing import NamedTuple, Optional, Tuple
@@ -24,8 +30,9 @@ from ... import paths
 from ...utils.class_orders import ade_to_panoptic
 from ...utils.dataset_meta import config_dataset_meta
 from ...utils.state_dicts import StateDict
-from ..backbone_layouts import CheckpointMismatch, convert_release_backbone
+from ..backbone_layouts import CheckpointMismatch, convert_release_backbone, convert_weights
 from ..checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError, Weights, read_weights
+from ..dinov_layouts import DINOV3_HEAD_DIM, convert_dinov3_layers
 
 _HEAD_RENAMES = [
     (r'^network\.q\.weight$', 'decode_head.queries.weight'),
@@ -61,12 +68,19 @@ RELEASE_KINDS = (
     ReleaseKind('panoptic', 'ADE20K', 150, 200, '{family}-{width}_eomt_ade20k-panoptic-{side}.py', reorder=True),
     ReleaseKind('instance', 'COCO', 80, 200, '{family}-{width}_eomt_coco-instance-{side}.py'),
 )
+# PMT's releases (tue-mps/pmt model_zoo/image/dinov3.md and its yamls), every one on a frozen DINOv3: configs/pmt/
+PMT_RELEASE_KINDS = (
+    ReleaseKind('semantic', 'ADE20K', 150, 100, '{family}-{width}_pmt_ade20k-{side}.py'),
+    ReleaseKind('panoptic', 'COCO', 133, 200, '{family}-{width}_pmt_coco-panoptic-{side}.py'),
+    ReleaseKind('instance', 'COCO', 80, 200, '{family}-{width}_pmt_coco-instance-{side}.py'),
+)
+DECODERS = {'eomt': ('EoMT', RELEASE_KINDS), 'pmt': ('PMT', PMT_RELEASE_KINDS)}
 WIDTHS = {384: 'small', 768: 'base', 1024: 'large', 1536: 'giant'}
 # the input side of releases whose weights do not show it (DINOv3: RoPE, no position grid): EoMT's names
 # carry it (coco_panoptic_eomt_large_1280_dinov3, its Hugging Face repository and the file users save it as);
 # a name without one is the task's default side
 DEFAULT_SIDE = {'semantic': 512, 'panoptic': 640, 'instance': 640}
-_NAMED_SIDE = re.compile(r'eomt_(?:small|base|large|giant)_(\d{3,4})(?!\d)')
+_NAMED_SIDE = re.compile(r'(?:eomt|pmt)_(?:small|base|large|giant)_(\d{3,4})(?!\d)')
 
 
 def named_side(source: str) -> Optional[int]:
@@ -75,10 +89,16 @@ def named_side(source: str) -> Optional[int]:
     return int(found[-1]) if found else None
 
 
+def release_decoder(converted: StateDict) -> str:
+    """``'pmt'`` where the converted release has a decoder of its own (PMT's), ``'eomt'`` otherwise."""
+    return 'pmt' if any(k.startswith('decoder.') for k in converted) else 'eomt'
+
+
 def release_kind(converted: StateDict) -> Optional[ReleaseKind]:
     classes = converted['decode_head.class_head.weight'].shape[0] - 1
     queries = converted['decode_head.queries.weight'].shape[0]
-    return next((k for k in RELEASE_KINDS if (k.classes, k.queries) == (classes, queries)), None)
+    kinds = DECODERS[release_decoder(converted)][1]
+    return next((k for k in kinds if (k.classes, k.queries) == (classes, queries)), None)
 
 
 def to_panoptic_order(converted: StateDict) -> StateDict:
@@ -111,11 +131,13 @@ def release_meta(converted: StateDict, layout: str = '', source: str = '') -> di
     width = converted['backbone.patch_embed.proj.weight'].shape[0]
     family = layout.split('-')[0] or None
     named = named_side(source)
+    decoder = release_decoder(converted)
     config, side_from = None, 'the position grid' if side else 'the name' if named else 'a default'
     if kind is not None and kind.config and family in ('dinov2', 'dinov3') and width in WIDTHS:
         px = side * patch if side else named or DEFAULT_SIDE[kind.task]
-        config = 'configs/eomt/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
-    return dict(task=kind.task if kind else None, dataset=kind.dataset if kind else None, num_classes=classes,
+        config = f'configs/{decoder}/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
+    return dict(decoder=DECODERS[decoder][0], task=kind.task if kind else None,
+                dataset=kind.dataset if kind else None, num_classes=classes,
                 num_queries=queries, patch_size=patch, grid=(side, side) if side else None, family=family,
                 width=width, config=config, side_from=side_from,
                 class_order=('mmdet ADE20KPanopticDataset (things first), from ADE\'s order' if kind and kind.reorder
@@ -123,7 +145,7 @@ def release_meta(converted: StateDict, layout: str = '', source: str = '') -> di
 
 
 def describe_release(meta: dict) -> Optional[str]:
-    """One sentence on the EoMT release a checkpoint's ``meta`` records and the config it fits;
+    """One sentence on the EoMT or PMT release a checkpoint's ``meta`` records and the config it fits;
     None for any other checkpoint."""
     info = meta.get('eomt_release')
     if not isinstance(info, dict):
@@ -131,9 +153,12 @@ def describe_release(meta: dict) -> Optional[str]:
     grid = info.get('grid')
     shape = (f'{info["num_classes"]} classes, {info["num_queries"]} queries'
              + (f', a {grid[0]}x{grid[1]} position grid ({grid[0] * info["patch_size"]} px)' if grid else ''))
-    kind = next((k for k in RELEASE_KINDS if (k.task, k.dataset) == (info.get('task'), info.get('dataset'))), None)
+    name = info.get('decoder', 'EoMT')
+    folder = {v[0]: k for k, v in DECODERS.items()}.get(name, 'eomt')
+    kind = next((k for k in DECODERS[folder][1] if (k.task, k.dataset) == (info.get('task'), info.get('dataset'))),
+                None)
     if kind is None:
-        return f'It is an EoMT release of no known kind ({shape}): give it a config of that many classes and queries'
+        return f'It is an {name} release of no known kind ({shape}): give it a config of that many classes and queries'
     config = info.get('config')
     if config and paths.config_path(config.removeprefix('configs/')).is_file():
         fits = f'it fits {config}'
@@ -144,16 +169,16 @@ def describe_release(meta: dict) -> Optional[str]:
             said = ('as its name says' if info.get('side_from') == 'the name' else
                     'assumed: its file name gives none, as EoMT\'s names do (..._1280_dinov3)')
             if others:
-                fits += (f' (the input side {side.removesuffix(".py")} {said}; a release EoMT trained at another '
-                         f'side fits ' + ', '.join(f'configs/eomt/{o}' for o in others) + ')')
+                fits += (f' (the input side {side.removesuffix(".py")} {said}; a release {name} trained at another '
+                         f'side fits ' + ', '.join(f'configs/{folder}/{o}' for o in others) + ')')
     elif config:
         fits = f'it needs {config}, which this project does not ship yet'
     elif kind.config:
         fits = (f'it needs a {kind.dataset} {kind.task} config of its backbone and size: '
-                f'configs/eomt/{kind.config.format(family="*", width="*", side="*")}')
+                f'configs/{folder}/{kind.config.format(family="*", width="*", side="*")}')
     else:
         fits = f'it needs a {kind.dataset} {kind.task} config, which this project does not ship yet'
-    return f'It is EoMT\'s {kind.dataset} {kind.task} release ({shape}): {fits}'
+    return f'It is {name}\'s {kind.dataset} {kind.task} release ({shape}): {fits}'
 
 
 def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: Optional[torch.nn.Module] = None,
@@ -181,6 +206,61 @@ def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: O
     return (to_panoptic_order(out) if kind is not None and kind.reorder else out), layout, base_layout
 
 
+# PMT's decoder-only release: the head's predictors and the decoder's own parts; the blocks are transformers'
+# DINOv3 layers (convert_dinov3_layers)
+_PMT_RENAMES = [
+    (r'^network\.decoder\.q\.weight$', 'decode_head.queries.weight'),
+    (r'^network\.decoder\.class_head\.', 'decode_head.class_head.'),
+    (r'^network\.decoder\.mask_head\.', 'decode_head.mask_mlp.'),
+    (r'^network\.decoder\.upscale\.(\d+)\.conv1\.', r'decode_head.upscale.\1.up.'),
+    (r'^network\.decoder\.upscale\.(\d+)\.conv2\.', r'decode_head.upscale.\1.dw.'),
+    (r'^network\.decoder\.upscale\.(\d+)\.norm\.', r'decode_head.upscale.\1.norm.'),
+    (r'^network\.bn\.(\d+)\.', r'decoder.lateral_norms.\1.'),
+    (r'^network\.decoder\.lateral_projections\.', 'decoder.lateral.'),
+    (r'^network\.decoder\.scalers\.', 'decoder.scalers.'),
+    (r'^network\.decoder\.decoder_norm\.', 'decoder.norm.'),
+]
+PMT_BLOCKS_PREFIX = 'network.decoder.blocks.'
+# the annealing state, PMT's own RoPE tables (recomputed), the pixel statistics, the loss weights
+_PMT_DROPPED = re.compile(r'^(network\.decoder\.attn_mask_probs$|network\.rope\.|network\.encoder\.pixel_(mean|std)$'
+                          r'|network\._attn_mask_probs_fallback$|criterion\.)')
+
+
+def is_pmt_release(sd: StateDict) -> bool:
+    """PMT's decoder-only release: a ``network.decoder`` and no encoder tensor."""
+    return (any(k.startswith('network.decoder.') for k in sd)
+            and not any(k.startswith(EOMT_BACKBONE_PREFIX) for k in sd))
+
+
+def convert_pmt_release(sd: StateDict, base: Optional[Weights], model: Optional[torch.nn.Module] = None,
+                        base_source: str = 'BASE') -> Tuple[StateDict, str]:
+    """PMT's release -> (segmentor state dict with ``backbone.``, ``decoder.`` and ``decode_head.``
+    keys, the base's layout). ``base``: the frozen DINOv3 the decoder was trained on; ``model``: a
+    backbone the encoder must load into at its geometry."""
+    if base is None:
+        raise CheckpointError('a PMT release holds its decoder only: give the frozen DINOv3 weights it was trained '
+                              'on (Meta\'s file, or its timm or transformers layout) with --delta-to BASE')
+    backbone, base_layout = convert_weights(base, base_source, model=model)
+    width = backbone['patch_embed.proj.weight'].shape[0]
+    num_heads = model.num_heads if model is not None else width // DINOV3_HEAD_DIM
+    blocks = {k[len(PMT_BLOCKS_PREFIX):]: v for k, v in sd.items() if k.startswith(PMT_BLOCKS_PREFIX)}
+    out = {f'backbone.{k}': v for k, v in backbone.items()}
+    out.update({f'decoder.blocks.{k}': v for k, v in convert_dinov3_layers(blocks, num_heads).items()})
+    unknown = []
+    for key, value in sd.items():
+        if key.startswith(PMT_BLOCKS_PREFIX) or _PMT_DROPPED.match(key):
+            continue
+        for pattern, repl in _PMT_RENAMES:
+            if re.match(pattern, key):
+                out[re.sub(pattern, repl, key)] = value
+                break
+        else:
+            unknown.append(key)
+    if unknown:
+        raise CheckpointError(f'PMT release keys this converter does not know: {unknown[:8]}')
+    return out, base_layout
+
+
 def release_dataset_meta(release: dict) -> Optional[dict]:
     """The class names and palette of the shipped config a release fits, in the converted
     model's class order; None where no config fits it."""
@@ -203,9 +283,14 @@ def convert_release(sd: StateDict, source, delta_to=None, allow_unsafe: bool = F
     fits it, ``dataset_meta``). ``delta_to``: the pretrained backbone file a delta release is
     added to; ``model``: a backbone the result must load into at its geometry."""
     base = read_weights(delta_to, allow_unsafe) if delta_to is not None else None
+    pmt = is_pmt_release(sd)
     try:
-        out, layout, base_layout = convert_eomt_release(sd, base=base, model=model, source=str(source),
-                                                        base_source=str(delta_to))
+        if pmt:
+            out, base_layout = convert_pmt_release(sd, base=base, model=model, base_source=str(delta_to))
+            layout = base_layout
+        else:
+            out, layout, base_layout = convert_eomt_release(sd, base=base, model=model, source=str(source),
+                                                            base_source=str(delta_to))
     except CheckpointMismatch:
         raise  # it names the file and the model
     except CheckpointError as e:
@@ -214,10 +299,12 @@ def convert_release(sd: StateDict, source, delta_to=None, allow_unsafe: bool = F
     dataset_meta = release_dataset_meta(meta['eomt_release'])
     if dataset_meta is not None:  # mmdet's init_detector and mmseg's init_model name the classes from it
         meta['dataset_meta'] = dataset_meta
+    if pmt:
+        return out, f'pmt-release (decoder only), encoder {delta_to} [{base_layout}]', meta
     layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
     return out, layout, meta
 
 
-__all__ = ['DEFAULT_SIDE', 'RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release', 'convert_release',
-           'describe_release', 'named_side', 'release_dataset_meta',
-           'release_kind', 'release_meta', 'to_panoptic_order']
+__all__ = ['DEFAULT_SIDE', 'PMT_RELEASE_KINDS', 'RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release',
+           'convert_pmt_release', 'convert_release', 'describe_release', 'is_pmt_release', 'named_side',
+           'release_dataset_meta', 'release_kind', 'release_meta', 'to_panoptic_order']
