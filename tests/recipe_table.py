@@ -340,6 +340,22 @@ class DecayRule(NamedTuple):
                 or 'nothing: every parameter decays'}
 
 
+class FrozenCount(NamedTuple):
+    """The card's 'backbone frozen' and 'trained parameters' rows, counted by
+    tests/test_engine_recipes.py on the config's own model built on the meta device: no backbone
+    parameter trains, every other one does."""
+
+    def expect(self, named: list) -> Dict[str, object]:
+        """``named``: (name, numel, requires_grad) of every parameter of the model."""
+        total = sum(n for name, n, _ in named if name.startswith('backbone.'))
+        parts = {}
+        for name, n, _ in named:
+            if not name.startswith('backbone.'):
+                parts[name.split('.')[0]] = parts.get(name.split('.')[0], 0) + n
+        return {'backbone frozen': f'0 of {total:,} parameters trained',
+                'trained parameters': tuple(f'{part}: {n:,}' for part, n in parts.items())}
+
+
 def protocol_optimizer(depth: int, ld: float = None) -> Dict[str, Pin]:
     """AdamW lr 6e-5, betas (0.9, 0.999), wd 0.01, no layer decay; _ld: lr 1e-4, wd 0.05,
     layer decay ``ld``."""
@@ -1121,27 +1137,74 @@ for _name, _folder in (('cityscapes', 'cityscapes'), ('pascal_context_59', 'pasc
             EXPECTED[f'{_folder}/{_family}-{_size}_upernet_{_name}.py'] = dataset_80k(_name, _family, _size)
 
 
+# --- PMT: a frozen DINOv3 read by a plain mask decoder (tue-mps/pmt), EoMT's data and evaluation ----------
+PMT = 'tue-mps/pmt'
+PMT_NET = f'{PMT} image/models/pmt.py, pmd.py: lateral_projection mlp, residual_projection, lateral_bn'
+PMT_ROPE = (f'{PMT} image/models/pmt.py: the DINOv3 encoder\'s rope_embeddings, PMT\'s own '
+            'DINOv3ViTRopePositionEmbedding (models/layers.py, rescale 2.0 in training) otherwise')
+PMT_SCHEDULE = f'{PMT} image/training/warmup_cosine_schedule.py'
+PMT_WINDOWS = dict(ade20k=((0, 5384, 7403, 9422, 11442, 13461), (3000, 8749, 10769, 12788, 14807, 16826)),
+                   coco=((0, 23651, 32520, 41389, 50258, 59128), (3000, 38433, 47302, 56171, 65040, 73910)))
+PMT_INDICES = {'small': (2, 5, 8, 11), 'base': (2, 5, 8, 11), 'large': (5, 11, 17, 23)}
+
+
+def pmt_decoder_defaults() -> Dict[str, Pin]:
+    return join(pin(PMT_NET, 'model.decoder', lateral_projection='mlp', residual_projection=True),
+                pin(f'{PMT_NET} (SyncBatchNorm)', 'model.decoder.norm_cfg', type='SyncBN', requires_grad=True),
+                pin(PMT_ROPE, 'model.decoder', rope='auto', rope_train_rescale=2.0))
+
+
+def pmt(yaml: str, size: str, iters: int, windows: str, hook: int) -> Dict[str, Pin]:
+    """PMT's recipe over its EoMT twin's: the encoder frozen, the decoder, the schedule, the windows."""
+    width, _, heads = SIZES[size]
+    starts, ends = PMT_WINDOWS[windows]
+    return join(
+        pmt_decoder_defaults(),
+        pin(f'{yaml}: frozen_encoder True', 'model.backbone', frozen=True),
+        pin(f'{yaml}: num_blocks 6 (the head anneals one mask each)', 'model.decode_head', num_blocks=6),
+        pin(f'{yaml}: num_blocks, hidden_dim, interaction_indices; the encoder\'s heads', 'model.decoder',
+            type='PMTDecoder', embed_dims=width, num_heads=heads, num_blocks=6, hidden_dims=width,
+            interaction_indices=PMT_INDICES[size]),
+        pin(f'{yaml}: lr 2e-4', 'optim_wrapper.optimizer', lr=0.0002),
+        pin(f'{yaml}: warmup_steps 6000, min_lr 1e-9; {PMT_SCHEDULE}', 'param_scheduler.0', type='WarmupCosineLR',
+            warmup_iters=6000, min_lr=1e-09, by_epoch=False, begin=0, end=iters),
+        pin(f'{yaml}: attn_mask_annealing_start_steps / end_steps', f'custom_hooks.{hook}',
+            type='EoMTMaskAnnealingHook', starts=starts, ends=ends),
+        pins(f'{yaml}: attn_mask_annealing_start_steps / end_steps',
+             {'mask annealing windows': tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(zip(starts, ends)))}),
+        pins(f'{PMT} image/training/lightning_module.py: AdamW over the trained parameters (the encoder frozen)',
+             {'backbone frozen': FrozenCount(), 'lr by layer': ('head and neck 0.0002',), 'lr used': 0.0002}),
+    )
+
+
+PMT_ADE_YAML = f'{PMT} image/configs/ade20k/semantic/pmt_l_512.yaml'
+PMT_EVAL = (f'{PMT} image/training/lightning_module.py window_imgs_semantic: PIL bilinear to the short side, '
+            'ceil(long / 512) windows spread evenly (mmseg\'s stride 512 places the same where two suffice)')
+EXPECTED['pmt/dinov3-large_pmt_ade20k-512.py'] = join(
+    without(EXPECTED['eomt/dinov3-large_eomt_ade20k.py'], 'param_scheduler.0.'),
+    pmt(PMT_ADE_YAML, 'large', EOMT_DINOV3_ITERS, 'ade20k', 3),
+    pin(PMT_EVAL, 'model.test_cfg', stride=(512, 512)),
+    pin(PMT_EVAL, 'val_dataloader.dataset.pipeline.1', backend='pillow'))
+for _size in ('small', 'base', 'large'):
+    _yaml = f'{PMT} image/configs/coco/panoptic/pmt_{_size[0]}_640.yaml'
+    EXPECTED[f'pmt/dinov3-{_size}_pmt_coco-panoptic-640.py'] = join(
+        without(EXPECTED[f'eomt/dinov3-{_size}_eomt_coco-panoptic-640.py'], 'param_scheduler.0.'), pmt(_yaml, _size, 12 * EOMT_COCO_EPOCH, 'coco', 2),
+        pin(f'{_yaml}: max_epochs 12', 'train_cfg', max_iters=12 * EOMT_COCO_EPOCH))
+for _task, _side in itertools.product(('panoptic', 'instance'), (640, 1280)):
+    if (_task, _side) == ('panoptic', 640):
+        continue
+    _yaml = f'{PMT} image/configs/coco/{_task}/pmt_l_{_side}.yaml'
+    _epoch = EOMT_COCO_EPOCH if _task == 'panoptic' else EOMT_INSTANCE_EPOCH
+    EXPECTED[f'pmt/dinov3-large_pmt_coco-{_task}-{_side}.py'] = join(
+        without(EXPECTED[f'eomt/dinov3-large_eomt_coco-{_task}-{_side}.py'], 'param_scheduler.0.'), pmt(_yaml, 'large', 12 * _epoch, 'coco', 2),
+        pin(f'{_yaml}: max_epochs 12', 'train_cfg', max_iters=12 * _epoch))
+
+
 # --- Meta's linear probe of frozen features on ADE20K ---------------------------------------
 LINEAR = 'facebookresearch/dinov3 dinov3/eval/segmentation/configs/config-ade20k-linear-training.yaml'
 LINEAR_HEAD = 'facebookresearch/dinov3 dinov3/eval/segmentation/models/heads/linear_head.py LinearHead'
 LINEAR_TRANSFORMS = 'facebookresearch/dinov3 dinov3/eval/segmentation/transforms.py'
 LINEAR_TRAIN = 'facebookresearch/dinov3 dinov3/eval/segmentation/train.py: one AdamW group of the trained parameters'
-
-
-class FrozenCount(NamedTuple):
-    """The card's 'backbone frozen' and 'trained parameters' rows, counted by
-    tests/test_engine_recipes.py on the config's own model built on the meta device: no backbone
-    parameter trains, every other one does."""
-
-    def expect(self, named: list) -> Dict[str, object]:
-        """``named``: (name, numel, requires_grad) of every parameter of the model."""
-        total = sum(n for name, n, _ in named if name.startswith('backbone.'))
-        parts = {}
-        for name, n, _ in named:
-            if not name.startswith('backbone.'):
-                parts[name.split('.')[0]] = parts.get(name.split('.')[0], 0) + n
-        return {'backbone frozen': f'0 of {total:,} parameters trained',
-                'trained parameters': tuple(f'{part}: {n:,}' for part, n in parts.items())}
 
 
 def linear_data() -> Dict[str, Pin]:
@@ -1285,6 +1348,19 @@ EXPECTED['tiny/vit5_eomt_synthetic.py'] = join(
                                                                                       'block 1: 100-150')}),
     pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_ADE), pin(TINY, 'val_dataloader.dataset',
                                                                          data_root=_SYNTHETIC_ADE))
+
+# the PMT twin: the EoMT twin's data, head and windows, its encoder frozen and read by a 2-block plain mask decoder
+EXPECTED['tiny/vit5_pmt_synthetic.py'] = join(
+    without(EXPECTED['tiny/vit5_eomt_synthetic.py'], 'param_scheduler.0.'), pmt_decoder_defaults(),
+    pin(f'{TINY}: PMT\'s frozen encoder', 'model.backbone', frozen=True),
+    pin(TINY, 'model.decode_head', num_blocks=2),
+    pin(f'{TINY}: every block of the 4 read, 2 decoder blocks of the width', 'model.decoder', type='PMTDecoder',
+        embed_dims=64, num_heads=2, num_blocks=2, hidden_dims=64, interaction_indices=(0, 1, 2, 3)),
+    pin(f'{TINY}: SyncBN needs GPUs', 'model.decoder.norm_cfg', type='BN'),
+    pin(f'{TINY}: only the decoder and the head learn: a larger lr', 'optim_wrapper.optimizer', lr=0.002),
+    pin(f'{TINY}: PMT\'s schedule over 300 iterations', 'param_scheduler.0', type='WarmupCosineLR', warmup_iters=20,
+        min_lr=1e-09, by_epoch=False, begin=0, end=300),
+    pins(DERIVED, {'lr used': 0.002, 'lr by layer': ('head and neck 0.002',), 'backbone frozen': FrozenCount()}))
 
 # the COCO panoptic twin: EoMT's mmdet model and losses at 128 on the synthetic COCO scenes, the tiny budget
 _SYNTHETIC_COCO = 'data/synthetic/coco/'

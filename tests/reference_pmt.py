@@ -187,3 +187,37 @@ class RefPMT(nn.Module):
         sd = {f'network.{k}': v for k, v in self.state_dict().items() if not k.startswith('encoder.')}
         sd['network.decoder.attn_mask_probs'] = torch.zeros(len(self.decoder.blocks))
         return {'state_dict': sd}
+
+
+def eval_semantic(ref, photo, size=512, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225)):
+    """EoMT's (and PMT's) semantic eval_step on a uint8 RGB photo (3, H, W), written from
+    training/lightning_module.py: the short side to ``size`` with PIL's bilinear (sides rounded),
+    ceil(long / size) windows of size x size spread evenly along the long side, each window's
+    per-pixel class scores, averaged where windows overlap, bilinear to the photo: (K, H, W)."""
+    import numpy as np
+    from PIL import Image
+    H, W = photo.shape[-2:]
+    factor = max(size / H, size / W)
+    h, w = round(H * factor), round(W * factor)
+    img = torch.from_numpy(np.array(Image.fromarray(photo.permute(1, 2, 0).numpy()).resize((w, h), Image.BILINEAR)))
+    img = img.permute(2, 0, 1).float() / 255
+    img = (img - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
+    long = max(h, w)
+    n = math.ceil(long / size)
+    overlap = n * size - long
+    step = overlap / (n - 1) if overlap > 0 else 0
+    total, count = None, torch.zeros(1, h, w)
+    with torch.no_grad():
+        for j in range(n):
+            start = int(j * (size - step))
+            window = img[:, start:start + size] if h > w else img[:, :, start:start + size]
+            scores = ref.semantic(window[None])[0]
+            if total is None:
+                total = torch.zeros(scores.shape[0], h, w)
+            if h > w:
+                total[:, start:start + size] += scores
+                count[:, start:start + size] += 1
+            else:
+                total[:, :, start:start + size] += scores
+                count[:, :, start:start + size] += 1
+    return F.interpolate((total / count)[None], size=(H, W), mode='bilinear')[0]

@@ -6,7 +6,14 @@ model = dict(
     backbone=dict(frozen=True),  # frozen_encoder: True
     decode_head=dict(num_blocks=6),
     decoder=dict(type='PMTDecoder', embed_dims=1024, num_heads=16, num_blocks=6, hidden_dims=1024,  # the yaml
-                 interaction_indices=(5, 11, 17, 23)))
+                 interaction_indices=(5, 11, 17, 23)),
+    # PMT's evaluation (EoMT's eval_step): ceil(long side / 512) windows spread evenly; mmseg's slide at stride 512
+    # places the same windows wherever two suffice (every image of aspect <= 2)
+    test_cfg=dict(stride=(512, 512)))
+# and the short side to 512 with PIL's bilinear, as eval_step resizes
+test_pipeline = [{**step, 'backend': 'pillow'} if step['type'] == 'Resize' else step for step in _base_.test_pipeline]
+val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+test_dataloader = val_dataloader
 optim_wrapper = dict(optimizer=dict(lr=2e-4))  # the yaml's lr
 param_scheduler = [
     dict(type='WarmupCosineLR', warmup_iters=6000, min_lr=1e-9, by_epoch=False, begin=0, end=20208),  # the yaml

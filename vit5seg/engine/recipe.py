@@ -190,6 +190,17 @@ def _backbone_rows(backbone: dict) -> Iterator[Row]:
         yield Row('model', f'model.backbone.{name}', value, 'default')
 
 
+def _decoder_rows(decoder) -> Iterator[Row]:
+    """The arguments a mask-classification model's ``decoder`` leaves to its class's defaults."""
+    from mmseg.registry import MODELS
+    cls = MODELS.get(decoder.get('type')) if isinstance(decoder, dict) else None
+    if not inspect.isclass(cls):
+        return
+    for name, value in _defaults(cls, decoder).items():
+        for key, item in _flatten(f'model.decoder.{name}', value):
+            yield Row('model', key, item, 'default')
+
+
 def _lr_rows(cfg, plan: BatchPlan, run: Optional[RunObjects]) -> Iterator[Row]:
     """The factor the lr rule applied and the base lr after it: read from the run (the optimizer's
     own lr times the factor the Runner applied), or from the config where nothing was built."""
@@ -476,6 +487,7 @@ def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: 
             rows += [Row('evaluation', key, value, 'default')
                      for key, value in _transform_defaults(cfg[top], top, scope)]
     rows += _backbone_rows(cfg.model.get('backbone', {}))
+    rows += _decoder_rows(cfg.model.get('decoder'))
     if run is not None:
         rows += run_rows(run, plan)
     rule = _scale_rule(cfg.get('train_dataloader', {}).get('dataset', {}).get('pipeline'))
