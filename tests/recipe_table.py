@@ -1188,7 +1188,8 @@ EXPECTED['pmt/dinov3-large_pmt_ade20k-512.py'] = join(
 for _size in ('small', 'base', 'large'):
     _yaml = f'{PMT} image/configs/coco/panoptic/pmt_{_size[0]}_640.yaml'
     EXPECTED[f'pmt/dinov3-{_size}_pmt_coco-panoptic-640.py'] = join(
-        without(EXPECTED[f'eomt/dinov3-{_size}_eomt_coco-panoptic-640.py'], 'param_scheduler.0.'), pmt(_yaml, _size, 12 * EOMT_COCO_EPOCH, 'coco', 2),
+        without(EXPECTED[f'eomt/dinov3-{_size}_eomt_coco-panoptic-640.py'], 'param_scheduler.0.'),
+        pmt(_yaml, _size, 12 * EOMT_COCO_EPOCH, 'coco', 2),
         pin(f'{_yaml}: max_epochs 12', 'train_cfg', max_iters=12 * EOMT_COCO_EPOCH))
 for _task, _side in itertools.product(('panoptic', 'instance'), (640, 1280)):
     if (_task, _side) == ('panoptic', 640):
@@ -1196,7 +1197,8 @@ for _task, _side in itertools.product(('panoptic', 'instance'), (640, 1280)):
     _yaml = f'{PMT} image/configs/coco/{_task}/pmt_l_{_side}.yaml'
     _epoch = EOMT_COCO_EPOCH if _task == 'panoptic' else EOMT_INSTANCE_EPOCH
     EXPECTED[f'pmt/dinov3-large_pmt_coco-{_task}-{_side}.py'] = join(
-        without(EXPECTED[f'eomt/dinov3-large_eomt_coco-{_task}-{_side}.py'], 'param_scheduler.0.'), pmt(_yaml, 'large', 12 * _epoch, 'coco', 2),
+        without(EXPECTED[f'eomt/dinov3-large_eomt_coco-{_task}-{_side}.py'], 'param_scheduler.0.'),
+        pmt(_yaml, 'large', 12 * _epoch, 'coco', 2),
         pin(f'{_yaml}: max_epochs 12', 'train_cfg', max_iters=12 * _epoch))
 
 

@@ -151,8 +151,9 @@ def test_pmt_release_converts_with_delta_to_and_predicts_through_init_model_as_p
     meta = torch.load(out, map_location='cpu', weights_only=False)['meta']['eomt_release']
     assert (meta['decoder'], meta['num_classes'], meta['num_queries'], meta['family']) == ('PMT', 150, QUERIES,
                                                                                             'dinov3')
-    cfg = small_cfg(REPO / 'configs' / 'pmt' / 'dinov3-large_pmt_ade20k-512.py', 'dinov3')
-    cfg.model.test_cfg = Config.fromfile(str(REPO / 'configs' / 'pmt' / 'dinov3-large_pmt_ade20k-512.py')).model.test_cfg
+    shipped = REPO / 'configs' / 'pmt' / 'dinov3-large_pmt_ade20k-512.py'
+    cfg = small_cfg(shipped, 'dinov3')
+    cfg.model.test_cfg = Config.fromfile(str(shipped)).model.test_cfg   # its windows
     model = init_model(cfg, str(out), device='cpu')
     rgb = smooth_photo()
     result = inference_model(model, rgb[..., ::-1].copy())   # mmseg reads BGR
