@@ -1,5 +1,5 @@
 # The PMT config shrunk for CPU, the twin of vit5_eomt_synthetic.py: the same narrow 4-block ViT-5, frozen
-# (random unless given: --cfg-options model.backbone.init_cfg.type=Pretrained ...checkpoint=PATH), read at
+# (random unless given: --cfg-options model.backbone.pretrained=PATH), read at
 # every block by a 2-block plain mask decoder; the tiny data and 300-iteration budget.
 _base_ = ['./vit5_eomt_synthetic.py']
 tiny = _base_.tiny
