@@ -14,12 +14,15 @@ from test_models_eomt_zoo import convert, ram_path, random_state  # noqa: F401  
 DOCS = REPO / 'docs' / 'pmt.md'
 # name -> (task, width, input side, metric, config)
 ZOO = {
-    'coco_panoptic_pmt_small_640_dinov3': ('panoptic', 'small', 640, '45.3 PQ', 'dinov3-small_pmt_coco-panoptic-640.py'),
+    'coco_panoptic_pmt_small_640_dinov3': ('panoptic', 'small', 640, '45.3 PQ',
+                                           'dinov3-small_pmt_coco-panoptic-640.py'),
     'coco_panoptic_pmt_base_640_dinov3': ('panoptic', 'base', 640, '52.8 PQ', 'dinov3-base_pmt_coco-panoptic-640.py'),
-    'coco_panoptic_pmt_large_640_dinov3': ('panoptic', 'large', 640, '56.1 PQ', 'dinov3-large_pmt_coco-panoptic-640.py'),
+    'coco_panoptic_pmt_large_640_dinov3': ('panoptic', 'large', 640, '56.1 PQ',
+                                           'dinov3-large_pmt_coco-panoptic-640.py'),
     'coco_panoptic_pmt_large_1280_dinov3': ('panoptic', 'large', 1280, '58.1 PQ',
                                             'dinov3-large_pmt_coco-panoptic-1280.py'),
-    'coco_instance_pmt_large_640_dinov3': ('instance', 'large', 640, '45.4 AP', 'dinov3-large_pmt_coco-instance-640.py'),
+    'coco_instance_pmt_large_640_dinov3': ('instance', 'large', 640, '45.4 AP',
+                                           'dinov3-large_pmt_coco-instance-640.py'),
     'coco_instance_pmt_large_1280_dinov3': ('instance', 'large', 1280, '49.0 AP',
                                             'dinov3-large_pmt_coco-instance-1280.py'),
     'ade20k_semantic_pmt_large_512_dinov3': ('semantic', 'large', 512, '58.5 mIoU', 'dinov3-large_pmt_ade20k-512.py'),
