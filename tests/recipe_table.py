@@ -1202,6 +1202,23 @@ for _task, _side in itertools.product(('panoptic', 'instance'), (640, 1280)):
         pin(f'{_yaml}: max_epochs 12', 'train_cfg', max_iters=12 * _epoch))
 
 
+# the ViT-5 and DeiT-III twins: PMT's recipes with the backbone swapped (its own RoPE tables for the decoder)
+def pmt_twin(parent: Dict[str, Pin], family: str, size: str) -> Dict[str, Pin]:
+    width, _, heads = SIZES[size]
+    source = f'{PMT} image/configs/coco/panoptic/pmt_{size[0]}_640.yaml: the decoder at the encoder\'s width, its taps'
+    return join(parent, backbone(family, size), pin(f'{PMT} frozen_encoder True', 'model.backbone', frozen=True),
+                pin(source, 'model.decode_head', in_channels=width),
+                pin(source, 'model.decoder', embed_dims=width, num_heads=heads, hidden_dims=width,
+                    interaction_indices=PMT_INDICES[size]))
+
+
+for _family, _size in itertools.product(('vit5', 'deit3'), ('small', 'base', 'large')):
+    EXPECTED[f'pmt/{_family}-{_size}_pmt_ade20k-512.py'] = pmt_twin(EXPECTED['pmt/dinov3-large_pmt_ade20k-512.py'],
+                                                                     _family, _size)
+    EXPECTED[f'pmt/{_family}-{_size}_pmt_coco-panoptic-640.py'] = pmt_twin(
+        EXPECTED[f'pmt/dinov3-{_size}_pmt_coco-panoptic-640.py'], _family, _size)
+
+
 # --- Meta's linear probe of frozen features on ADE20K ---------------------------------------
 LINEAR = 'facebookresearch/dinov3 dinov3/eval/segmentation/configs/config-ade20k-linear-training.yaml'
 LINEAR_HEAD = 'facebookresearch/dinov3 dinov3/eval/segmentation/models/heads/linear_head.py LinearHead'
@@ -1394,6 +1411,17 @@ EXPECTED['tiny/vit5_eomt_coco_panoptic_synthetic.py'] = join(
                                                                                       'block 1: 67-100')}),
     pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_COCO),
     pin(TINY, 'val_dataloader.dataset', data_root=_SYNTHETIC_COCO))
+
+# the PMT panoptic twin: the EoMT panoptic twin's data, head, windows and lr, its encoder frozen and read by PMT
+EXPECTED['tiny/vit5_pmt_coco_panoptic_synthetic.py'] = join(
+    without(EXPECTED['tiny/vit5_eomt_coco_panoptic_synthetic.py'], 'param_scheduler.0.'), pmt_decoder_defaults(),
+    pin(f'{TINY}: PMT\'s frozen encoder', 'model.backbone', frozen=True),
+    pin(f'{TINY}: every block of the 4 read, 2 decoder blocks of the width', 'model.decoder', type='PMTDecoder',
+        embed_dims=64, num_heads=2, num_blocks=2, hidden_dims=64, interaction_indices=(0, 1, 2, 3)),
+    pin(f'{TINY}: SyncBN needs GPUs', 'model.decoder.norm_cfg', type='BN'),
+    pin(f'{TINY}: PMT\'s schedule over 200 iterations', 'param_scheduler.0', type='WarmupCosineLR', warmup_iters=20,
+        min_lr=1e-09, by_epoch=False, begin=0, end=200),
+    pins(DERIVED, {'lr by layer': ('head and neck 0.002',), 'backbone frozen': FrozenCount()}))
 
 # the COCO instance twin: the panoptic twin's network and budget on the same scenes' instances
 EXPECTED['tiny/vit5_eomt_coco_instance_synthetic.py'] = join(

@@ -163,3 +163,21 @@ def test_compare_puts_the_four_families_in_one_table(tmp_path):
     (launch / 'scalars.json').write_text(json.dumps({'loss': 3.0, 'iter': 10, 'step': 10}) + '\n')
     run = read_result(tmp_path / 'run')
     assert (run.family, run.size) == ('DINOv2', 'small (embed_dims=64, num_layers=4, num_heads=2)')
+
+
+@pytest.mark.parametrize('config, tag', [
+    ('vit5_upernet_ade20k.py', ''), ('eomt/vit5-base_eomt_ade20k.py', ' EoMT'),
+    ('eomt/dinov3-large_eomt_coco-panoptic-640.py', ' EoMT panoptic'), ('pmt/dinov3-large_pmt_ade20k-512.py', ' PMT'),
+    ('pmt/dinov3-large_pmt_coco-instance-640.py', ' PMT instance'), ('linear/deit3-small_linear_ade20k.py', ' linear'),
+    ('linear/dinov2-base_linear_ade20k.py', ' linear')])
+def test_runs_pair_by_recipe_so_frozen_and_fine_tuned_never_meet(config, tag):
+    """tools/compare.py pairs runs of the same family, size and recipe: a linear probe's or PMT's run is never
+    compared with a fine-tuned UperNet's of the same backbone."""
+    from mmengine.config import Config
+
+    from vit5seg.analysis.runs import recipe_tag
+    model = Config.fromfile(str(REPO / 'configs' / config)).model
+    assert recipe_tag(model) == tag
+    model.backbone.frozen = False
+    if tag == ' linear':
+        assert recipe_tag(model) == ' linear (fine-tuned)'

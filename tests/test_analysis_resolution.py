@@ -87,3 +87,16 @@ def test_feature_similarity_compares_the_same_image_area():
     rows = feature_similarity(backbone, smooth * 2, [32, 64, 128])
     # token by token (the 64 and 128 maps' top-left corner) this gives 0.73 and 0.59
     assert all(r['patch_cos'] > 0.995 for r in rows), rows
+
+
+def test_a_linear_probes_test_scale_sets_the_short_side_only_as_meta_does():
+    """configs/linear/ resize the short side only (Meta's FixedSideResize): the sweep's sizes keep that rule."""
+    from mmengine.config import Config
+
+    from conftest import REPO
+    from vit5seg.analysis.resolution import _test_scale
+    cfg = Config.fromfile(str(REPO / 'configs' / 'linear' / 'dinov3-small_linear_ade20k.py'))
+    config_scale = _test_scale(cfg)
+    for size in (256, 512, 1024):
+        long, short = scale_for(size, config_scale)
+        assert short == size and long >= 32 * size   # a 1:32 panorama still keeps its short side

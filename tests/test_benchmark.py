@@ -173,3 +173,31 @@ def test_panoptic_sides_time_each_side_and_the_training_step_learns():
     step()
     assert model.decode_head.mask_probs == [1.0] * model.decode_head.num_blocks
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_frozen_against_fine_tuned_times_both_heads_in_one_run(tmp_path):
+    """tools/benchmark.py --frozen at a CPU size: each encoder + head frozen and fine-tuned, their ratio the
+    medians' of one interleaved run, peaks measured in fresh processes."""
+    out = run_script(REPO / 'tools' / 'benchmark.py', '--frozen', TINY, '--crop', '64', '--batch', '2', '--repeats',
+                     '2', '--device', 'cpu', '--json', tmp_path / 'f.json')
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((tmp_path / 'f.json').read_text())
+    keys = [k for k in data if k.endswith('.frozen_time_ratio')]
+    assert len(keys) == 2, keys   # linear and pmt
+    for key in keys:
+        base = key.rsplit('.', 1)[0]
+        assert data[key] == pytest.approx(data[f'{base}.frozen_train_step_s'] / data[f'{base}.finetune_train_step_s'])
+        assert data[key] < 1   # the frozen step skips the encoder's backward
+        assert 0 < data[f'{base}.frozen_peak_mb'] < data[f'{base}.finetune_peak_mb']
+    assert '| frozen_time_ratio |' in out.stdout
+
+
+def test_all_tasks_one_pass_against_three_models(tmp_path):
+    """tools/benchmark.py --all-tasks at a CPU size: the shared pass against a pass per task, same photo."""
+    pytest.importorskip('panopticapi')
+    out = run_script(REPO / 'tools' / 'benchmark.py', '--all-tasks', '--arch', TINY, '--repeats', '2',
+                     '--device', 'cpu', '--no-memory', '--json', tmp_path / 'a.json')
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((tmp_path / 'a.json').read_text())
+    assert data['one_pass_time_ratio'] == pytest.approx(data['one_pass_s'] / data['three_models_s'])
+    assert data['one_pass_time_ratio'] < 1 and '| one_pass_time_ratio |' in out.stdout

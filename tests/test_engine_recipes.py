@@ -14,7 +14,9 @@ from vit5seg.engine.recipe import protocol_gpus, recipe_card
 from vit5seg.engine.card import card
 
 CONFIGS = REPO / 'configs'
-SHIPPED = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob('*.py') if '_base_' not in p.parts)
+# every training recipe; the all-tasks configs compose other configs for inference and have no recipe of their own
+SHIPPED = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob('*.py')
+                 if '_base_' not in p.parts and not p.name.endswith('_all-tasks.py'))
 # what the card reads from the objects the trainer builds (optimizer wrapper, schedulers, loop)
 RUN_KEYS = ('lr by layer', 'weight decay', 'no weight decay on', 'train loop', 'max_iters counts',
             'schedulers in optimizer steps', 'an epoch', 'backbone frozen', 'trained parameters')

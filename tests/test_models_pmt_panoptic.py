@@ -85,6 +85,20 @@ def test_coco_panoptic_release_predicts_as_pmt(tmp_path):
     ours_cls = pan % 1000                 # mmdet: class + instance x INSTANCE_OFFSET; void = 133
     assert (ours_cls == cls_map).mean() >= 0.999
     assert same_segments(pan, seg_map) >= 0.999
+    # mmdet's DetInferencer: the same segments, named and drawn (the classes of the shipped config's dataset, which
+    # a release of a shipped width carries in its meta; this one is narrower)
+    from mmdet.apis import DetInferencer
+
+    from vit5seg.utils.dataset_meta import config_dataset_meta
+    cfg = small_config('dinov3-large_pmt_coco-panoptic-640.py')
+    checkpoint = torch.load(converted, weights_only=False)
+    checkpoint['meta']['dataset_meta'] = config_dataset_meta(cfg)
+    torch.save(checkpoint, tmp_path / 'named.pth')
+    inferencer = DetInferencer(model=cfg, weights=str(tmp_path / 'named.pth'), device='cpu', show_progress=False)
+    out = inferencer(img, return_vis=True, no_save_vis=True, return_datasamples=True)
+    assert np.array_equal(out['predictions'][0].pred_panoptic_seg.sem_seg[0].numpy(), pan)
+    assert len(inferencer.visualizer.dataset_meta['classes']) == 133
+    assert (out['visualization'][0] != img[..., ::-1]).mean() > 0.01
 
 
 def test_coco_instance_release_predicts_as_pmt(tmp_path):

@@ -14,6 +14,7 @@ from vit5seg.engine.accumulation import config_micro_batches
 from vit5seg.engine.launch import run_tool
 from vit5seg.engine.recipe import protocol_gpus
 from vit5seg.engine.card import card
+from vit5seg.utils.config_kinds import refuse_all_tasks
 
 
 def main(argv=None):
@@ -37,6 +38,7 @@ def main(argv=None):
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     if args.card:
+        refuse_all_tasks(cfg, args.config, 'recipe card')
         # the card alone on stdout: what mmengine and the constructors log while it is built goes to stderr
         for handler in MMLogger.get_current_instance().handlers:
             if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:

@@ -66,6 +66,22 @@ def _segmentor(cfg) -> dict:
     return model.module if model.get('type') == 'SegTTAModel' else model
 
 
+def recipe_tag(segmentor: dict) -> str:
+    """What a run pairs by besides its family and size, as a suffix of its size key: nothing for the paper's
+    fine-tuned decode heads; ' EoMT', ' PMT' (its decoder on a frozen encoder) or ' linear' (Meta's linear probe),
+    and ' panoptic' / ' instance' for mmdet's models. Runs pair only with runs of the same recipe."""
+    decoder = (segmentor.get('decoder') or {}).get('type')
+    frozen = ' frozen' if (segmentor.get('backbone') or {}).get('frozen') else ''
+    if segmentor.get('type') in ('EoMTEncoderDecoder', 'EoMT'):
+        tag = ' PMT' if decoder == 'PMTDecoder' else ' EoMT'
+        if segmentor.get('type') == 'EoMT':
+            tag += ' panoptic' if segmentor.get('num_stuff_classes') else ' instance'
+        return tag
+    if (segmentor.get('decode_head') or {}).get('type') == 'LinearProbeHead':
+        return ' linear' if frozen else ' linear (fine-tuned)'
+    return frozen
+
+
 def _backbone(cfg) -> dict:
     return _segmentor(cfg).backbone
 
@@ -125,12 +141,8 @@ def read_result(work_dir) -> RunResult:
         result.status = f'not a ViT-5, DeiT-III, DINOv2 or DINOv3 run (arch {arch!r})'
         return result
     result.family, result.size = family, _size_key(backbone)
-    segmentor = _segmentor(cfg)
-    if result.size and segmentor.get('type') == 'EoMTEncoderDecoder':
-        # EoMT runs pair only with EoMT runs (the paper's figures are UperNet's)
-        result.size += ' EoMT'
-    elif result.size and segmentor.get('type') == 'EoMT':  # mmdet's: panoptic or instance
-        result.size += ' EoMT ' + ('panoptic' if segmentor.get('num_stuff_classes') else 'instance')
+    if result.size:
+        result.size += recipe_tag(_segmentor(cfg))
     result.switches = backbone_switches(backbone)
     result.seed = _training_seed(launches)
     if result.seed is not None:

@@ -190,11 +190,66 @@ def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacit
     return _infer_batches(model, inputs, batch_size, progress, handle)
 
 
+def run_all_tasks_inference(model, inputs: List[str], out_dir, opacity: float = 0.5,
+                            progress: bool = True) -> InferenceReport:
+    """Every task of an all-tasks model (:mod:`.all_tasks`) per image, one encoder pass each: a semantic task's
+    ``OUT/<task>/masks`` and ``overlays``, a panoptic or instance task's files as its own model writes them
+    (``OUT/<task>/``, apis/infer_det.py)."""
+    from .infer_det import DetectionWriter
+    out_dir = Path(out_dir)
+    writers, summary = {}, InferenceReport()
+    for task, single in model.models.items():
+        (out_dir / task / 'overlays').mkdir(parents=True, exist_ok=True)
+        if single.cfg.get('default_scope') == 'mmdet':
+            writers[task] = DetectionWriter(out_dir / task, single.dataset_meta, opacity)
+        else:
+            (out_dir / task / 'masks').mkdir(parents=True, exist_ok=True)
+    sources, missing = collect_sources(inputs)
+    summary.skipped += missing
+    bar = tqdm(total=count_frames(sources), unit='img', disable=not progress, dynamic_ncols=True)
+    for name, img in iter_frames(sources, summary):
+        for task, result in model.predict(img).items():
+            if task in writers:
+                view = writers[task].add(name, img, result)
+            else:
+                palette = np.asarray(model.models[task].dataset_meta['palette'], np.uint8)
+                label = result.pred_sem_seg.data[0].cpu().numpy().astype(np.uint8)
+                save_label_png(out_dir / task / 'masks' / f'{name}.png', label, palette)
+                view = overlay(img, label, palette, opacity)
+            cv2.imwrite(str(out_dir / task / 'overlays' / f'{name}.jpg'), view)
+        summary.done += 1
+        bar.update(1)
+    bar.close()
+    for writer in writers.values():
+        writer.close()
+    return summary
+
+
+def _all_tasks_main(args, parser):
+    """tools/infer.py with an all-tasks config: CHECKPOINT is the folder of its tasks' checkpoints."""
+    from .all_tasks import init_all_tasks
+    given = [flag for flag, value in (('--sha256', args.sha256), ('--mode slide', args.mode == 'slide'),
+                                      ('--crop', args.crop), ('--stride', args.stride), ('--scale', args.scale),
+                                      ('--amp', args.amp), ('--batch-size', args.batch_size != 1),
+                                      ('--side-by-side', args.side_by_side), ('--legend', args.legend)) if value]
+    if given:
+        parser.error(f'{args.config} is an all-tasks config (one encoder pass, every head on the input task\'s '
+                     f'input): {", ".join(given)} cannot apply to it')
+    model = init_all_tasks(args.config, args.checkpoint, device=args.device)
+    summary = run_all_tasks_inference(model, args.inputs, args.out_dir, args.opacity, progress=not args.no_progress)
+    for path, why in summary.skipped:
+        print(f'skipped {path}: {why}')
+    print(f'{summary.line()} -> {args.out_dir} ({", ".join(model.models)}: one encoder pass per image)')
+    return summary
+
+
 def main(argv=None):
     from ..utils.amp import add_amp_arguments
     parser = argparse.ArgumentParser(description='Segment images, folders, globs or videos with a trained config.')
     parser.add_argument('config', help='config file')
-    parser.add_argument('checkpoint', help='checkpoint file or http(s) URL (downloaded once into the torch hub cache)')
+    parser.add_argument('checkpoint', help='checkpoint file or http(s) URL (downloaded once into the torch hub cache); '
+                                           'for an all-tasks config (configs/pmt/*_all-tasks.py), the folder of its '
+                                           'tasks\' checkpoints')
     parser.add_argument('--sha256', help='expected sha256 of the checkpoint (or a prefix of 8+ hex digits)')
     parser.add_argument('inputs', nargs='+', help='images, folders, glob patterns (quoted) or videos')
     parser.add_argument('--out-dir', required=True,
@@ -218,6 +273,11 @@ def main(argv=None):
         parser.error(f'--opacity must be in [0, 1], got {args.opacity}')
     if args.batch_size < 1:
         parser.error(f'--batch-size must be >= 1, got {args.batch_size}')
+    from mmengine.config import Config
+
+    from .all_tasks import is_all_tasks_config
+    if is_all_tasks_config(Config.fromfile(args.config)):
+        return _all_tasks_main(args, parser)
     from .inference import init_model
     model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256,
                        amp=args.amp_dtype if args.amp else None)

@@ -49,7 +49,8 @@ def results_table(result: dict) -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--arch', type=parse_arch, default='vit5-small', help='preset or dict literal')
+    parser.add_argument('--arch', type=parse_arch, default=None,
+                        help='preset or dict literal (default vit5-small; with --all-tasks dinov3-small)')
     parser.add_argument('--crop', type=int, default=512)
     parser.add_argument('--batch', type=int, default=2)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
@@ -68,9 +69,30 @@ def main(argv=None):
     parser.add_argument('--sides', type=int, nargs='+', metavar='SIDE',
                         help='with --panoptic: time EoMT at each input side instead (and its DINOv3 peer), then the '
                              'peak memory of a training step of --batch images at the largest side')
+    parser.add_argument('--frozen', nargs='*', metavar='ARCH',
+                        help='time the linear probe\'s train step with its encoder frozen against fine-tuned, and '
+                             'their peak memory, for each ARCH (default: vit5-small dinov3-small) at --crop '
+                             '(vit5seg/benchmark/frozen.py)')
+    parser.add_argument('--all-tasks', action='store_true',
+                        help='time configs/pmt/dinov3-large_pmt_all-tasks.py\'s three PMT models on --arch (default '
+                             'dinov3-small here): one shared encoder pass against one pass per task, and the peak '
+                             'memory of each (vit5seg/benchmark/all_tasks.py)')
     parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurements')
     parser.add_argument('--json', help='write all figures to this file')
     args = parser.parse_args(argv)
+    args.arch = args.arch or ('dinov3-small' if args.all_tasks else 'vit5-small')
+    if args.frozen is not None:
+        from .frozen import frozen_table, frozen_timings
+        archs = [parse_arch(a) for a in args.frozen] or ['vit5-small', 'dinov3-small']
+        result = frozen_timings(archs, args.crop, args.batch, args.device, args.warmup, args.repeats,
+                                not args.no_memory)
+        return _report(result, frozen_table(result), args, f'crop={args.crop} batch={args.batch} '
+                       f'device={args.device} torch={torch.__version__} threads={torch.get_num_threads()}')
+    if args.all_tasks:
+        from .all_tasks import all_tasks_table, all_tasks_timings
+        result = all_tasks_timings(args.arch, args.device, args.warmup, args.repeats, not args.no_memory)
+        return _report(result, all_tasks_table(result), args, f'arch={args.arch} photo 480x640 device={args.device} '
+                       f'torch={torch.__version__} threads={torch.get_num_threads()}')
     if args.panoptic:
         from .panoptic import (panoptic_table, panoptic_timings, panoptic_train_peak_mb, resolution_table,
                                resolution_timings)
@@ -105,6 +127,17 @@ def main(argv=None):
               'on one H100 (its model zoo)')
     for name, why in result['missing_peers'].items():
         print(f'not measured: {name} ({why})')
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+def _report(result: dict, table: str, args, setting: str) -> dict:
+    result.update(code_fields())
+    print(f'code: {describe_code()}')
+    print(setting)
+    print(table)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(result, f, indent=2)

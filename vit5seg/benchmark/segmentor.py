@@ -46,7 +46,8 @@ class SegmentorSteps:
         from mmengine.structures import PixelData
         from mmseg.structures import SegDataSample
         self.model, self.window = model, window
-        self.optim = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        # the trained parameters only, as the Runner's constructors (a frozen encoder has none)
+        self.optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
         self.inputs = torch.randn(batch, 3, crop, crop, device=device)
         self.samples = []
         for _ in range(batch):

@@ -16,6 +16,7 @@ from ..hub import resolve
 from ..models.checkpoint import CheckpointError, no_checkpoint_file
 from .accumulation import BatchPlan, apply_plan, batch_plan, launcher_world_size
 from ..utils.amp import add_amp_arguments, enable_amp
+from ..utils.config_kinds import refuse_all_tasks
 from .checkpoint_io import allow_unsafe_loading, latest_complete_checkpoint
 from .runner import forget_runner
 
@@ -90,6 +91,7 @@ def load_config(args) -> Config:
     if not osp.isfile(args.config):
         raise FileNotFoundError(f'config file {args.config} does not exist')
     cfg = Config.fromfile(args.config)
+    refuse_all_tasks(cfg, args.config, 'model of its own to train or test')
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)

@@ -21,6 +21,7 @@ Token order in the blocks is ``[queries (Q), cls, patches (h*w), registers (R)]`
 the order, and only the patches are rotated). Training supervises the prediction before every
 block and after the last; at inference the masks are open and one prediction is made, as EoMT.
 """
+import contextlib
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -93,6 +94,7 @@ class PMTDecoder(MaskDecoder):
         self.norm = nn.LayerNorm(C)
         self.rope = None  # the own tables, made by check_parts once the encoder's registers are known
         self.uses_encoder_rope = False
+        self._given = None  # the encoder's taps of a pass shared with other decoders (given_taps)
 
     def check_parts(self, backbone: ViT5, head: EoMTHead) -> None:
         super().check_parts(backbone, head)
@@ -116,16 +118,36 @@ class PMTDecoder(MaskDecoder):
 
     attention_mask = staticmethod(EoMTDecoder.attention_mask)
 
+    def tables(self, grid: Tuple[int, int], encoder_rope: Optional[torch.Tensor], device,
+               dtype) -> Optional[torch.Tensor]:
+        """The RoPE table of the decoder's tokens (before the queries): the encoder's, or the decoder's own."""
+        if self.rope is not None:
+            return self.rope(grid, device, dtype)
+        return encoder_rope if self.uses_encoder_rope else None
+
     def encode(self, backbone: ViT5,
                inputs: torch.Tensor) -> Tuple[List[torch.Tensor], Tuple[int, int], Optional[torch.Tensor]]:
         """Image (B, 3, H, W) -> the encoder's normed tokens at the interaction indices (each
-        (B, 1 + h*w + R, C)), the patch grid and the RoPE table of those tokens (or None)."""
-        levels, grid, rope = backbone.normed_tokens(inputs, self.interaction_indices)
-        if self.rope is not None:
-            rope = self.rope(grid, inputs.device, levels[0].dtype)
-        elif not self.uses_encoder_rope:
-            rope = None
-        return levels, grid, rope
+        (B, 1 + h*w + R, C)), the patch grid and the RoPE table of those tokens (or None); inside
+        :meth:`given_taps`, the taps given there."""
+        if self._given is not None:
+            taps, grid, encoder_rope = self._given
+        else:
+            taps, grid, encoder_rope = backbone.normed_tokens(inputs, self.interaction_indices)
+        return taps, grid, self.tables(grid, encoder_rope, inputs.device, taps[0].dtype)
+
+    @contextlib.contextmanager
+    def given_taps(self, taps: List[torch.Tensor], grid: Tuple[int, int], encoder_rope: Optional[torch.Tensor]):
+        """Within: the forward reads these taps of the encoder (one pass shared by several decoders,
+        :class:`vit5seg.apis.all_tasks.AllTasksModel`) instead of running it."""
+        if len(taps) != len(self.interaction_indices):
+            raise ValueError(f'PMTDecoder: {len(taps)} taps given for {len(self.interaction_indices)} interaction '
+                             f'indices')
+        self._given = (taps, grid, encoder_rope)
+        try:
+            yield self
+        finally:
+            self._given = None
 
     def decode(self, head: EoMTHead, levels: List[torch.Tensor], grid: Tuple[int, int], rope: Optional[torch.Tensor],
                input_size: Tuple[int, int], patch_size: int, supervise: bool) -> MaskFeatures:

@@ -1,0 +1,5 @@
+# DeiT-III-Base twin of vit5-base_pmt_coco-panoptic-640.py with Facebook's frozen ImageNet-1k weights.
+_base_ = ['./vit5-base_pmt_coco-panoptic-640.py']
+model = dict(backbone=dict(
+    arch='deit3-base',
+    init_cfg=dict(checkpoint='https://dl.fbaipublicfiles.com/deit/deit_3_base_224_1k.pth')))

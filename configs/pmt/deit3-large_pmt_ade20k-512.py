@@ -1,0 +1,5 @@
+# DeiT-III-Large twin of vit5-large_pmt_ade20k-512.py with Facebook's frozen ImageNet-1k weights.
+_base_ = ['./vit5-large_pmt_ade20k-512.py']
+model = dict(backbone=dict(
+    arch='deit3-large',
+    init_cfg=dict(checkpoint='https://dl.fbaipublicfiles.com/deit/deit_3_large_224_1k.pth')))
