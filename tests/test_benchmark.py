@@ -175,6 +175,7 @@ def test_panoptic_sides_time_each_side_and_the_training_step_learns():
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
+@pytest.mark.slow   # four fresh processes measure the peaks
 def test_frozen_against_fine_tuned_times_both_heads_in_one_run(tmp_path):
     """tools/benchmark.py --frozen at a CPU size: each encoder + head frozen and fine-tuned, their ratio the
     medians' of one interleaved run, peaks measured in fresh processes."""
@@ -192,6 +193,7 @@ def test_frozen_against_fine_tuned_times_both_heads_in_one_run(tmp_path):
     assert '| frozen_time_ratio |' in out.stdout
 
 
+@pytest.mark.slow
 def test_all_tasks_one_pass_against_three_models(tmp_path):
     """tools/benchmark.py --all-tasks at a CPU size: the shared pass against a pass per task, same photo."""
     pytest.importorskip('panopticapi')

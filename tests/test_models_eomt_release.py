@@ -132,8 +132,8 @@ def test_a_coco_panoptic_release_is_refused_by_the_semantic_config_naming_the_cl
     convert_file(tmp_path / 'pytorch_model.bin', out)
     meta = torch.load(out, weights_only=True)['meta']['eomt_release']
     assert meta == dict(decoder='EoMT', task='panoptic', dataset='COCO', num_classes=133, num_queries=200,
-                        patch_size=16, grid=(6, 6), family='dinov2', width=DIM, config=None, side_from='the position grid',
-                        class_order="the release's")
+                        patch_size=16, grid=(6, 6), family='dinov2', width=DIM, config=None,
+                        side_from='the position grid', class_order="the release's")
     cfg = small_config('dinov2-large_eomt_ade20k.py')
     expected = ('decode_head.class_head.weight: checkpoint (134, 64) vs model (151, 64)',
                 'decode_head.queries.weight: checkpoint (200, 64) vs model (8, 64)',

@@ -12,13 +12,12 @@ import torch
 from mmengine.config import Config
 
 from conftest import REPO, perturb, run_script
-from reference_eomt import RefDinoV3, logits_on_photo, panoptic_map, resize_and_pad, top_instances
+from reference_eomt import RefDinoV3, panoptic_map, top_instances
 from reference_pmt import RefPMT
-from test_models_eomt_panoptic import photo, same_segments
+from test_models_eomt_panoptic import photo, reference_logits, same_segments   # RefPMT runs as RefEoMT
 
 pytest.importorskip('panopticapi')
-DIM, DEPTH, HEADS, QUERIES, BLOCKS, INDICES, SIDE = 128, 3, 2, 60, 2, (0, 2), 640
-MEAN, STD = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
+DIM, DEPTH, HEADS, QUERIES, BLOCKS, INDICES = 128, 3, 2, 60, 2, (0, 2)
 
 
 def make_release(tmp_path, classes, seed=0, class_scale=8.0, mask_scale=0.3, mask_offset=6.0):
@@ -58,16 +57,6 @@ def small_config(name: str) -> Config:
     cfg.model.decoder.update(embed_dims=DIM, num_heads=HEADS, num_blocks=BLOCKS, hidden_dims=DIM,
                              interaction_indices=INDICES)
     return cfg
-
-
-def reference_logits(ref, img_bgr):
-    """EoMT's eval_step up to the post-processing, as PMT runs it: (Q, K + 1) and (Q, H, W)."""
-    rgb = torch.from_numpy(img_bgr[..., ::-1].copy()).permute(2, 0, 1)
-    padded, resized = resize_and_pad(rgb, SIDE)
-    x = (padded[None].float() / 255 - MEAN.view(1, 3, 1, 1)) / STD.view(1, 3, 1, 1)
-    with torch.no_grad():
-        [(class_logits, mask_logits)], _ = ref(x)
-    return class_logits[0], logits_on_photo(mask_logits[0], SIDE, resized, img_bgr.shape[:2])
 
 
 def test_coco_panoptic_release_predicts_as_pmt(tmp_path):

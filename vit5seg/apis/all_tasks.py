@@ -141,7 +141,7 @@ def init_all_tasks(config: Union[str, Config], checkpoints: Optional[Union[str, 
         if checkpoint is not None and checkpoints is not None:
             checkpoint = Path(checkpoints) / checkpoint
             if not checkpoint.is_file():
-                raise AllTasksError(f'task {name!r}: no checkpoint {checkpoint} (the config names {entry["checkpoint"]} '
-                                    f'in the checkpoint folder)')
+                raise AllTasksError(f'task {name!r}: no checkpoint {checkpoint} (the config names '
+                                    f'{entry["checkpoint"]} in the checkpoint folder)')
         models[name] = init_model(_task_config(entry), None if checkpoint is None else str(checkpoint), device=device)
     return AllTasksModel(models, cfg.get('input_task', next(iter(cfg.tasks))))

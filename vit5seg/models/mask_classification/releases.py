@@ -181,6 +181,24 @@ def describe_release(meta: dict) -> Optional[str]:
     return f'It is {name}\'s {kind.dataset} {kind.task} release ({shape}): {fits}'
 
 
+def _renamed(sd: StateDict, renames, converted_prefix: str, dropped: re.Pattern, name: str) -> StateDict:
+    """The release's keys outside ``converted_prefix`` (converted elsewhere) and ``dropped``, renamed by the
+    first matching pattern; one error listing the keys no pattern knows."""
+    out, unknown = {}, []
+    for key, value in sd.items():
+        if key.startswith(converted_prefix) or dropped.match(key):
+            continue
+        for pattern, repl in renames:
+            if re.match(pattern, key):
+                out[re.sub(pattern, repl, key)] = value
+                break
+        else:
+            unknown.append(key)
+    if unknown:
+        raise CheckpointError(f'{name} release keys this converter does not know: {unknown[:8]}')
+    return out
+
+
 def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: Optional[torch.nn.Module] = None,
                          source: str = 'release', base_source: str = 'BASE') -> Tuple[StateDict, str, str]:
     """A release state dict -> (segmentor state dict with ``backbone.`` and ``decode_head.``
@@ -190,18 +208,7 @@ def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: O
     converted, layout, base_layout = convert_release_backbone(sd, source, base=base, base_source=base_source,
                                                               model=model)
     out = {f'backbone.{k}': v for k, v in converted.items()}
-    unknown = []
-    for key, value in sd.items():
-        if key.startswith(EOMT_BACKBONE_PREFIX) or _DROPPED.match(key):
-            continue
-        for pattern, repl in _HEAD_RENAMES:
-            if re.match(pattern, key):
-                out[re.sub(pattern, repl, key)] = value
-                break
-        else:
-            unknown.append(key)
-    if unknown:
-        raise CheckpointError(f'EoMT release keys this converter does not know: {unknown[:8]}')
+    out.update(_renamed(sd, _HEAD_RENAMES, EOMT_BACKBONE_PREFIX, _DROPPED, 'EoMT'))
     kind = release_kind(out)
     return (to_panoptic_order(out) if kind is not None and kind.reorder else out), layout, base_layout
 
@@ -246,18 +253,7 @@ def convert_pmt_release(sd: StateDict, base: Optional[Weights], model: Optional[
     blocks = {k[len(PMT_BLOCKS_PREFIX):]: v for k, v in sd.items() if k.startswith(PMT_BLOCKS_PREFIX)}
     out = {f'backbone.{k}': v for k, v in backbone.items()}
     out.update({f'decoder.blocks.{k}': v for k, v in convert_dinov3_layers(blocks, num_heads).items()})
-    unknown = []
-    for key, value in sd.items():
-        if key.startswith(PMT_BLOCKS_PREFIX) or _PMT_DROPPED.match(key):
-            continue
-        for pattern, repl in _PMT_RENAMES:
-            if re.match(pattern, key):
-                out[re.sub(pattern, repl, key)] = value
-                break
-        else:
-            unknown.append(key)
-    if unknown:
-        raise CheckpointError(f'PMT release keys this converter does not know: {unknown[:8]}')
+    out.update(_renamed(sd, _PMT_RENAMES, PMT_BLOCKS_PREFIX, _PMT_DROPPED, 'PMT'))
     return out, base_layout
 
 
