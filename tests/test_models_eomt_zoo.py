@@ -276,11 +276,26 @@ def release_file(folder: Path, task, dataset, family, width, side):
     return sd, base
 
 
+def fits_on_meta(cfg: Config, task: str, state_dict: dict, source: str) -> None:
+    """The config's model, built on the meta device by its library (mmseg for semantic, mmdet otherwise), takes
+    every tensor of ``state_dict`` and no other (shapes only)."""
+    from mmengine.registry import DefaultScope
+
+    from vit5seg.models.checkpoint import check_fits
+    if task == 'semantic':
+        from mmseg.registry import MODELS
+        scope = 'mmseg'
+    else:
+        from mmdet.registry import MODELS
+        scope = 'mmdet'
+    with DefaultScope.overwrite_default_scope(scope), torch.device('meta'):
+        model = MODELS.build(cfg.model)
+    check_fits(model, state_dict, source=source)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('name', [n for n, row in ZOO.items() if row[-1] is not None])
 def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_path):
-    from mmengine.registry import DefaultScope
-    from vit5seg.models.checkpoint import check_fits
     from vit5seg.models.mask_classification.releases import describe_release
     task, dataset, family, width, side, config = ZOO[name]
     sd, base = release_file(ram_path, task, dataset, family, width, side)
@@ -293,12 +308,4 @@ def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_p
     cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / config))
     cfg.model.backbone.update(num_layers=1, init_cfg=None)
     cfg.model.decode_head.update(num_blocks=1)
-    if task == 'semantic':
-        from mmseg.registry import MODELS
-        scope = 'mmseg'
-    else:
-        from mmdet.registry import MODELS
-        scope = 'mmdet'
-    with DefaultScope.overwrite_default_scope(scope), torch.device('meta'):
-        model = MODELS.build(cfg.model)
-    check_fits(model, converted['state_dict'], source=name)
+    fits_on_meta(cfg, task, converted['state_dict'], name)

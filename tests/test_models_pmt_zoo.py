@@ -9,7 +9,7 @@ from mmengine.config import Config
 
 from conftest import REPO
 from reference_pmt import RefPMT
-from test_models_eomt_zoo import convert, ram_path, random_state  # noqa: F401  (ram_path: a fixture)
+from test_models_eomt_zoo import convert, fits_on_meta, ram_path, random_state  # noqa: F401  (ram_path: a fixture)
 
 DOCS = REPO / 'docs' / 'pmt.md'
 # name -> (task, width, input side, metric, config)
@@ -46,10 +46,8 @@ def test_the_docs_name_every_release_with_its_config_command_and_metric():
 @pytest.mark.parametrize('name', list(ZOO))
 def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_path):  # noqa: F811
     transformers = pytest.importorskip('transformers')
-    from mmengine.registry import DefaultScope
     from safetensors.torch import save_file
 
-    from vit5seg.models.checkpoint import check_fits
     from vit5seg.models.mask_classification.releases import describe_release
     task, width, side, _, config = ZOO[name]
     dim, heads = DIMS[width]
@@ -73,12 +71,4 @@ def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_p
     cfg = Config.fromfile(str(REPO / 'configs' / 'pmt' / config))
     cfg.model.backbone.update(num_layers=1, init_cfg=None)
     cfg.model.decoder.update(interaction_indices=(0, 0, 0, 0))   # the four levels, from the one block
-    if task == 'semantic':
-        from mmseg.registry import MODELS
-        scope = 'mmseg'
-    else:
-        from mmdet.registry import MODELS
-        scope = 'mmdet'
-    with DefaultScope.overwrite_default_scope(scope), torch.device('meta'):
-        model = MODELS.build(cfg.model)
-    check_fits(model, converted['state_dict'], source=name)
+    fits_on_meta(cfg, task, converted['state_dict'], name)

@@ -16,7 +16,8 @@ val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
 optim_wrapper = dict(optimizer=dict(lr=2e-4))  # the yaml's lr
 param_scheduler = [
-    dict(type='WarmupCosineLR', warmup_iters=6000, min_lr=1e-9, by_epoch=False, begin=0, end=20208),  # the yaml
+    dict(type='WarmupCosineLR', warmup_iters=6000, min_lr=1e-9, by_epoch=False, begin=0,  # the yaml
+         end={{_base_.max_iters}}),
 ]
 # the yaml's attn_mask_annealing_start_steps / end_steps
 custom_hooks = [

@@ -8,6 +8,7 @@ import torch
 
 from ..models.convert import parse_arch
 from ..paths import code_fields, describe_code
+from ..utils.timing import measure_cells
 from .backbone import TARGETS, backbone_timings
 from .segmentor import EOMT_DINOV3_L_H100_IMAGES_S, SEGMENTOR_TARGETS, segmentor_timings
 
@@ -36,14 +37,7 @@ def results_table(result: dict) -> str:
                 'eomt_train_step_p0_s', 'eomt_train_p0_speedup', 'eomt_whole_images_s', 'eomt_whole_speedup',
                 'eomt_peak_mb', 'eomt_dinov3_whole_images_s', 'eomt_vs_dinov3_whole'):
         if result.get(key) is not None:
-            op, bound = {**TARGETS, **SEGMENTOR_TARGETS}.get(key, (None, None))
-            verdict = ''
-            if op:
-                ok = result[key] <= bound if op == '<=' else result[key] >= bound
-                verdict = f'{op} {bound} {"met" if ok else "NOT met"}'
-            spread = result.get(f'{key}_quartiles')
-            spread = f'{spread[0]:.3f} - {spread[1]:.3f}' if spread else ''
-            rows.append(f'| {key} | {result[key]:.3f} | {spread} | {verdict} |')
+            rows.append(f'| {key} ' + measure_cells(result, key, {**TARGETS, **SEGMENTOR_TARGETS}.get(key)))
     return '\n'.join(rows)
 
 

@@ -13,7 +13,7 @@ from typing import Sequence
 from ..models.backbones.vit5 import resolve_arch
 from ..models.builder import build_segmentor
 from ..paths import config_path
-from ..utils.timing import quartiles, time_interleaved
+from ..utils.timing import measure_cells, quartiles, time_interleaved
 from .segmentor import SegmentorSteps, segmentor_peak_mb
 
 # the expectations: a frozen step at most 0.4 of the fine-tuned one's time, 0.3 of its memory
@@ -91,17 +91,11 @@ def frozen_timings(archs: Sequence[str] = ('vit5-small', 'dinov3-small'), crop: 
 
 def frozen_table(result: dict) -> str:
     rows = ['| encoder + head | measure | value | per-round quartiles | target |', '|---|---|---|---|---|']
-    for key, value in result.items():
+    for key in result:
         if key.endswith('_quartiles'):
             continue
         arch, measure = key.split('.', 1)
-        op, bound = FROZEN_TARGETS.get(measure, (None, None))
-        verdict = ''
-        if op:
-            verdict = f'{op} {bound} {"met" if (value <= bound if op == "<=" else value >= bound) else "NOT met"}'
-        spread = result.get(f'{key}_quartiles')
-        spread = f'{spread[0]:.3f} - {spread[1]:.3f}' if spread else ''
-        rows.append(f'| {arch} | {measure} | {value:.3f} | {spread} | {verdict} |')
+        rows.append(f'| {arch} | {measure} ' + measure_cells(result, key, FROZEN_TARGETS.get(measure)))
     return '\n'.join(rows)
 
 

@@ -32,3 +32,15 @@ def time_interleaved(steps: Dict[str, Callable[[], None]], device, warmup: int =
             if r >= warmup:
                 times[name].append(time.perf_counter() - start)
     return times
+
+
+def measure_cells(result: dict, key: str, target=None) -> str:
+    """A benchmark row's last three cells: the value, its per-round quartiles (``{key}_quartiles``,
+    where measured) and, for a ``target`` ``(op, bound)``, whether it is met."""
+    value, spread = result[key], result.get(f'{key}_quartiles')
+    verdict = ''
+    if target:
+        op, bound = target
+        verdict = f'{op} {bound} {"met" if (value <= bound if op == "<=" else value >= bound) else "NOT met"}'
+    spread = f'{spread[0]:.3f} - {spread[1]:.3f}' if spread else ''
+    return f'| {value:.3f} | {spread} | {verdict} |'

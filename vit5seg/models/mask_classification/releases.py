@@ -34,14 +34,16 @@ from ..backbone_layouts import CheckpointMismatch, convert_release_backbone, con
 from ..checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError, Weights, read_weights
 from ..dinov_layouts import DINOV3_HEAD_DIM, convert_dinov3_layers
 
-_HEAD_RENAMES = [
-    (r'^network\.q\.weight$', 'decode_head.queries.weight'),
-    (r'^network\.class_head\.', 'decode_head.class_head.'),
-    (r'^network\.mask_head\.', 'decode_head.mask_mlp.'),
-    (r'^network\.upscale\.(\d+)\.conv1\.', r'decode_head.upscale.\1.up.'),
-    (r'^network\.upscale\.(\d+)\.conv2\.', r'decode_head.upscale.\1.dw.'),
-    (r'^network\.upscale\.(\d+)\.norm\.', r'decode_head.upscale.\1.norm.'),
+# the head's predictors, under the network of an EoMT release (PMT's keep the same names under its decoder)
+_PREDICTOR_RENAMES = [
+    (r'q\.weight$', 'decode_head.queries.weight'),
+    (r'class_head\.', 'decode_head.class_head.'),
+    (r'mask_head\.', 'decode_head.mask_mlp.'),
+    (r'upscale\.(\d+)\.conv1\.', r'decode_head.upscale.\1.up.'),
+    (r'upscale\.(\d+)\.conv2\.', r'decode_head.upscale.\1.dw.'),
+    (r'upscale\.(\d+)\.norm\.', r'decode_head.upscale.\1.norm.'),
 ]
+_HEAD_RENAMES = [(r'^network\.' + pattern, repl) for pattern, repl in _PREDICTOR_RENAMES]
 # ImageNet mean/std on [0, 1] (the data preprocessor's, x 255), the annealing state, the loss weights
 _DROPPED = re.compile(r'^(network\.encoder\.pixel_(mean|std)|network\.attn_mask_probs|criterion\.)')
 
@@ -215,13 +217,7 @@ def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: O
 
 # PMT's decoder-only release: the head's predictors and the decoder's own parts; the blocks are transformers'
 # DINOv3 layers (convert_dinov3_layers)
-_PMT_RENAMES = [
-    (r'^network\.decoder\.q\.weight$', 'decode_head.queries.weight'),
-    (r'^network\.decoder\.class_head\.', 'decode_head.class_head.'),
-    (r'^network\.decoder\.mask_head\.', 'decode_head.mask_mlp.'),
-    (r'^network\.decoder\.upscale\.(\d+)\.conv1\.', r'decode_head.upscale.\1.up.'),
-    (r'^network\.decoder\.upscale\.(\d+)\.conv2\.', r'decode_head.upscale.\1.dw.'),
-    (r'^network\.decoder\.upscale\.(\d+)\.norm\.', r'decode_head.upscale.\1.norm.'),
+_PMT_RENAMES = [(r'^network\.decoder\.' + pattern, repl) for pattern, repl in _PREDICTOR_RENAMES] + [
     (r'^network\.bn\.(\d+)\.', r'decoder.lateral_norms.\1.'),
     (r'^network\.decoder\.lateral_projections\.', 'decoder.lateral.'),
     (r'^network\.decoder\.scalers\.', 'decoder.scalers.'),
