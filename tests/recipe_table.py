@@ -1224,6 +1224,12 @@ LINEAR = 'facebookresearch/dinov3 dinov3/eval/segmentation/configs/config-ade20k
 LINEAR_HEAD = 'facebookresearch/dinov3 dinov3/eval/segmentation/models/heads/linear_head.py LinearHead'
 LINEAR_TRANSFORMS = 'facebookresearch/dinov3 dinov3/eval/segmentation/transforms.py'
 LINEAR_TRAIN = 'facebookresearch/dinov3 dinov3/eval/segmentation/train.py: one AdamW group of the trained parameters'
+LINEAR_LOOP = ('facebookresearch/dinov3 dinov3/eval/segmentation/train.py:140: `if global_step > 0: scheduler.step()`, '
+               'iteration t at the lr of t - 1')
+LINEAR_PIL = (f'{LINEAR_TRANSFORMS}:186 CustomResize: torchvision\'s Resize of a PIL image (PIL\'s bilinear, '
+              'antialiased; nearest for labels)')
+LINEAR_PHOTOMETRIC = (f'{LINEAR_TRANSFORMS}:431 and PhotoMetricDistortion\'s defaults (:40-43): brightness 32, '
+                      'contrast and saturation 0.5-1.5, hue +-0.5 of the wheel')
 
 
 def linear_data() -> Dict[str, Pin]:
@@ -1239,12 +1245,16 @@ def linear_data() -> Dict[str, Pin]:
         pin(f'{LINEAR}: crop_size', f'{p}.2', type='RandomCrop', crop_size=(512, 512)),
         pin(f'{LINEAR_TRANSFORMS} RandomCropWithLabel(cat_max_ratio=0.75)', f'{p}.2', cat_max_ratio=0.75),
         pin(MMSEG_DEFAULT, f'{p}.2', ignore_index=255),
+        pin(LINEAR_PIL, f'{p}.1', backend='pillow'),
         pin(f'{LINEAR}: flip_prob', f'{p}.3', type='RandomFlip', prob=0.5),
         pin(MMSEG_DEFAULT, f'{p}.3', direction='horizontal', swap_seg_labels=None),
-        pin(LINEAR, f'{p}.4', type='PackSegInputs'),
+        pin(LINEAR_PHOTOMETRIC, f'{p}.4', type='DINOv3PhotoMetricDistortion', brightness_delta=32,
+            contrast_range=(0.5, 1.5), saturation_range=(0.5, 1.5), hue_range=(-0.5, 0.5)),
+        pin(LINEAR, f'{p}.5', type='PackSegInputs'),
         pins(DERIVED, {'scale rule': 'RandomResize: the image fitted into (65536, 512) x r, r uniform in [0.5, 2.0]: '
                                      'its short side 512 r unless its long side would pass 65536 r'}),
         test_pipeline('val_dataloader.dataset.pipeline', 150, True, (65536, 512), f'{short_side}, eval img_size'),
+        pin(LINEAR_PIL, 'val_dataloader.dataset.pipeline.1', backend='pillow'),
         pin(f'{LINEAR}: eval mode slide, crop_size 512, stride 341', 'model.test_cfg', mode='slide',
             crop_size=(512, 512), stride=(341, 341)),
     )
@@ -1276,6 +1286,7 @@ def ade20k_linear(family: str, size: str) -> Dict[str, Pin]:
         pin(f'{LINEAR}: scheduler WarmupOneCycleLR', 'param_scheduler.0', type='WarmupOneCycleLR', warmup_iters=1500,
             warmup_ratio=1e-06, final_div_factor=float('inf'), anneal_strategy='cos', by_epoch=False, begin=0,
             end=40000),
+        pin(LINEAR_LOOP, 'param_scheduler.0', lag=1),
         pin(f'{LINEAR}: eval_interval, metric_to_save mIoU', 'default_hooks.checkpoint', type='CheckpointHook',
             by_epoch=False, interval=5000, save_best='mIoU'),
         pin(KEEP_CKPTS, 'default_hooks.checkpoint', max_keep_ckpts=3),

@@ -176,8 +176,8 @@ def test_runs_pair_by_recipe_so_frozen_and_fine_tuned_never_meet(config, tag):
     from mmengine.config import Config
 
     from vit5seg.analysis.runs import recipe_tag
-    model = Config.fromfile(str(REPO / 'configs' / config)).model
-    assert recipe_tag(model) == tag
-    model.backbone.frozen = False
+    cfg = Config.fromfile(str(REPO / 'configs' / config))
+    assert recipe_tag(cfg) == tag
+    cfg.model.backbone.frozen = False
     if tag == ' linear':
-        assert recipe_tag(model) == ' linear (fine-tuned)'
+        assert recipe_tag(cfg) == ' linear (fine-tuned)'

@@ -215,3 +215,58 @@ def test_the_eomt_pipeline_on_real_files(tmp_path):
         labels = packed['data_samples'].gt_sem_seg.data
         assert packed['inputs'].shape == (3, 512, 512) and labels.shape == (1, 512, 512)
         assert ((labels < 150) | (labels == 255)).all() and (labels != 255).any()
+
+
+def dinov3_photometric_reference(rgb: np.ndarray, rng_seed: int) -> np.ndarray:
+    """Meta's linear-probe distortion from its definition (facebookresearch/dinov3
+    dinov3/eval/segmentation/transforms.py PhotoMetricDistortion) on an RGB uint8 (H, W, 3) image, numpy's
+    global generator seeded: brightness (add U(-32, 32)); a mode; contrast first in mode 1 (times U(0.5,
+    1.5)); saturation (torchvision's, U(0.5, 1.5)); hue (torchvision's, U(-0.5, 0.5)); contrast last in
+    mode 0; every step with p 0.5, each value clipped to 0-255 and truncated to uint8."""
+    np.random.seed(rng_seed)
+
+    def scaled(img, alpha=1.0, beta=0.0):
+        return np.clip(img.astype(np.float32) * alpha + beta, 0, 255).astype(np.uint8)
+
+    def kernel(img, fn):
+        return fn(torch.from_numpy(img.copy()).permute(2, 0, 1)).permute(1, 2, 0).numpy()
+
+    img = rgb
+    if np.random.randint(2):
+        img = scaled(img, beta=np.random.uniform(-32, 32))
+    mode = np.random.randint(2)
+    if mode == 1 and np.random.randint(2):
+        img = scaled(img, alpha=np.random.uniform(0.5, 1.5))
+    if np.random.randint(2):
+        factor = np.random.uniform(0.5, 1.5)
+        img = kernel(img, lambda t: v2.functional.adjust_saturation(t, factor))
+    if np.random.randint(2):
+        factor = np.random.uniform(-0.5, 0.5)
+        img = kernel(img, lambda t: v2.functional.adjust_hue(t, factor))
+    if mode == 0 and np.random.randint(2):
+        img = scaled(img, alpha=np.random.uniform(0.5, 1.5))
+    return img
+
+
+def test_the_linear_probes_distortion_is_metas_draw_for_draw():
+    """DINOv3PhotoMetricDistortion (configs/_base_/datasets/ade20k_linear.py) against Meta's distortion
+    written from its definition, the same numpy seed: the same image for every one of 40 seeds, each
+    step both taken and skipped among them; mmseg's PhotoMetricDistortion (its saturation on HSV's S)
+    is not."""
+    from mmseg.datasets.transforms import PhotoMetricDistortion
+
+    from vit5seg.datasets.transforms import DINOv3PhotoMetricDistortion
+    rng = np.random.default_rng(0)
+    bgr = np.clip(rng.normal(128, 60, (40, 56, 3)), 0, 255).astype(np.uint8)
+    ours, theirs = DINOv3PhotoMetricDistortion(), PhotoMetricDistortion(hue_delta=90)
+    mmseg_differs = 0
+    for seed in range(40):
+        expected = dinov3_photometric_reference(bgr[..., ::-1].copy(), seed)[..., ::-1]
+        np.random.seed(seed)
+        got = ours.transform(dict(img=bgr.copy()))['img']
+        assert np.array_equal(got, expected), seed
+        np.random.seed(seed)
+        mmseg_differs += not np.array_equal(theirs.transform(dict(img=bgr.copy()))['img'], expected)
+    assert mmseg_differs > 10
+    with pytest.raises(ValueError, match='hue_range'):
+        DINOv3PhotoMetricDistortion(hue_range=(-0.7, 0.5))

@@ -375,6 +375,7 @@ def _whole(model, inputs, samples):
     return lambda: sum(v for n, v in model.loss(inputs, samples).items() if 'loss' in n)
 
 
+@pytest.mark.slow  # > 10 s on 2 cores (the quick tier: <= 3 min)
 def test_upernet_gradients_equal_one_batch_of_8_except_through_batch_norm():
     model = tiny_segmentor(ENTRY)
     inputs, samples = _upernet_batch(8, 0)

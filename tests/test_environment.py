@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 from packaging.specifiers import SpecifierSet
 
 from conftest import REPO
@@ -21,6 +22,7 @@ def _import_with_torch_metadata(version, tmp_path, **env):
                           env={**os.environ, 'PYTHONPATH': str(tmp_path), **env})
 
 
+@pytest.mark.slow  # > 10 s on 2 cores (the quick tier: <= 3 min)
 def test_an_older_torch_is_one_import_error_naming_found_and_needed(tmp_path):
     out = _import_with_torch_metadata('2.6.0', tmp_path)
     assert out.returncode == 1 and 'imported' not in out.stdout
@@ -32,6 +34,7 @@ def test_an_older_torch_is_one_import_error_naming_found_and_needed(tmp_path):
     assert ignored.returncode == 0 and 'imported' in ignored.stdout
 
 
+@pytest.mark.slow  # > 10 s on 2 cores (the quick tier: <= 3 min)
 def test_a_newer_torch_is_one_warning_and_imports(tmp_path):
     """No upper bound (pip would downgrade a user who is ahead): a torch past the tested set
     imports, with one line saying so."""

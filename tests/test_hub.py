@@ -208,6 +208,7 @@ def _fetch_cmd(url):
     return [sys.executable, '-c', FETCH, url]
 
 
+@pytest.mark.slow  # > 10 s on 2 cores (the quick tier: <= 3 min)
 def test_concurrent_processes_share_one_download(torch_home, served):
     """Three ranks start together: one downloads, the others wait on the lock and read it."""
     server, _, path, digest = served
@@ -239,6 +240,7 @@ def _read_only_run(folder, cmd, env):
             p.chmod(mode)
 
 
+@pytest.mark.slow  # > 10 s on 2 cores (the quick tier: <= 3 min)
 def test_a_read_only_cache_serves_its_files_and_names_the_missing_one(torch_home, served):
     server, ref, path, digest = served
     url = server.url(path.name)

@@ -161,11 +161,11 @@ def test_queries_get_identity_rotary_rows(real):
 
 def test_masks_only_in_the_last_blocks_while_p_is_positive_and_none_at_inference():
     model = tiny_eomt()
-    head, Q = model.decode_head, model.decode_head.num_queries
+    Q = model.decode_head.num_queries
     x = torch.randn(2, 3, 96, 80)
     h, w = 6, 5
     model.train()
-    head.mask_probs = [1.0, 1.0]
+    model.decoder.mask_probs = [1.0, 1.0]
     seen, feats = attention_masks_seen(model, lambda: model.extract_feat(x))
     assert seen[0] is None and seen[1] is None
     N = Q + 1 + h * w + 4
@@ -179,10 +179,10 @@ def test_masks_only_in_the_last_blocks_while_p_is_positive_and_none_at_inference
         others[:, :, :Q, Q + 1:Q + 1 + h * w] = True
         assert others.all()  # cls, registers, queries and every patch row: open
     assert len(feats.class_logits) == 3  # the inputs of both masked blocks, and the output
-    head.mask_probs = [0.0, 0.3]
+    model.decoder.mask_probs = [0.0, 0.3]
     seen, _ = attention_masks_seen(model, lambda: model.extract_feat(x))
     assert seen[2] is None and seen[3] is not None
-    head.mask_probs = [1.0, 1.0]
+    model.decoder.mask_probs = [1.0, 1.0]
     model.eval()
     seen, feats = attention_masks_seen(model, lambda: model.extract_feat(x))
     assert all(m is None for m in seen.values()) and len(feats.class_logits) == 1
@@ -240,7 +240,7 @@ def test_every_trainable_parameter_gets_a_gradient_with_masks_and_without():
     model.train()
     for probs in ([1.0, 0.5], [0.0, 0.0]):
         model.zero_grad()
-        model.decode_head.mask_probs = probs
+        model.decoder.mask_probs = probs
         losses = model(inputs, samples, mode='loss')
         sum(v for k, v in losses.items() if 'loss' in k).backward()
         missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
@@ -491,7 +491,7 @@ def test_compiled_eomt_equals_eager_and_recompiles_on_no_step():
     torch._dynamo.reset()
     counters.clear()
     for step, probs in enumerate(([0.6, 0.3], [0.5, 0.2], [0.3, 0.0])):
-        eager.decode_head.mask_probs = compiled.decode_head.mask_probs = probs
+        eager.decoder.mask_probs = compiled.decoder.mask_probs = probs
         start = time.perf_counter()
         # step 1: other probabilities, nothing to compile; step 2: P = 0 for the second block
         # compiles a block with queries and no mask, once for the rest of training

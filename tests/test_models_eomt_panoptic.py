@@ -94,7 +94,7 @@ def same_segments(ours: np.ndarray, theirs: np.ndarray) -> float:
 def test_coco_panoptic_release_predicts_as_eomt(tmp_path):
     from mmdet.apis import inference_detector, init_detector
     ref, converted = make_release(tmp_path, 384, 6, 133)
-    meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
+    meta = torch.load(converted, weights_only=True)['meta']['release']
     assert meta['config'] == 'configs/eomt/dinov2-small_eomt_coco-panoptic-640.py' and meta['task'] == 'panoptic'
     model = init_detector(small_config('dinov2-small_eomt_coco-panoptic-640.py', 6), str(converted), device='cpu')
     img = photo()
@@ -116,7 +116,7 @@ def test_coco_panoptic_release_predicts_as_eomt(tmp_path):
 def test_coco_instance_release_predicts_as_eomt(tmp_path):
     from mmdet.apis import inference_detector, init_detector
     ref, converted = make_release(tmp_path, 1024, 16, 80, depth=2, masked=1)   # DINOv2-L's width, 2 blocks
-    meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
+    meta = torch.load(converted, weights_only=True)['meta']['release']
     assert meta['config'] == 'configs/eomt/dinov2-large_eomt_coco-instance-640.py' and meta['task'] == 'instance'
     model = init_detector(small_config('dinov2-large_eomt_coco-instance-640.py', 16, depth=2, masked=1),
                           str(converted), device='cpu')
@@ -232,7 +232,7 @@ def test_the_loss_on_panoptic_targets_is_eomts_with_crowds_dropped(tmp_path, mon
                                              head.train_cfg['num_points'], predictions)
     model.train()
     ref.train()
-    head.mask_probs = [1.0, 0.5]
+    model.decoder.mask_probs = [1.0, 0.5]
     torch.manual_seed(9)
     got = model.loss(x, samples)
     torch.manual_seed(9)
@@ -258,4 +258,5 @@ def test_an_l_size_instance_release_exports_and_passes_the_check_against_mmdet(t
     assert main([str(config), str(converted), '--out', str(tmp_path / 'l.onnx'), '--shape', *map(str, PHOTO),
                  '--repeats', '1']) == 0
     table = capsys.readouterr().out
-    assert re.search(r"^\| 480x640 \| 100\.000% \|", table, re.M), table
+    row = re.search(r"^\| 480x640 \| ([\d.e+-]+) \| 100\.000% \|", table, re.M)
+    assert row and float(row.group(1)) <= 4e-3, table   # the logits within the bound (1.9e-5 measured)

@@ -100,7 +100,7 @@ def test_every_supervised_prediction_equals_the_reference(family, hw, probs, tmp
     x = torch.randn(2, 3, *hw, generator=torch.Generator().manual_seed(2))
     model.train()
     ref.train()  # DINOv3: the RoPE scale drawn first, then the drops
-    model.decode_head.mask_probs = list(probs)
+    model.decoder.mask_probs = list(probs)
     with torch.no_grad():
         torch.manual_seed(7)  # the same per-query drops: one torch.rand(B, Q) per masked block with 0 < P < 1
         feats = model.extract_feat(x)
@@ -174,7 +174,7 @@ def test_losses_on_given_points_equal_the_reference(family, hw, tmp_path, monkey
     match_points, loss_points = given_points(monkeypatch, len(maps), M, head.train_cfg['num_points'], predictions)
     model.train()
     ref.train()
-    head.mask_probs = list(probs)
+    model.decoder.mask_probs = list(probs)
     torch.manual_seed(9)
     got = head.loss(model.extract_feat(x), samples, model.train_cfg)
     torch.manual_seed(9)
@@ -258,7 +258,7 @@ def test_the_backbones_own_forward_is_the_reference_before_and_after_eomt(family
         expected = ref.backbone.forward_features(x)
         before = bb.forward_features(x)
         model.train()
-        model.decode_head.mask_probs = [1.0, 0.5]
+        model.decoder.mask_probs = [1.0, 0.5]
         model.extract_feat(x)            # queries, masks and the prepended RoPE rows on the way
         model.eval()
         model.extract_feat(x)

@@ -130,7 +130,7 @@ def test_a_coco_panoptic_release_is_refused_by_the_semantic_config_naming_the_cl
     torch.save(release(ref, backbone.vit.state_dict()), tmp_path / 'pytorch_model.bin')
     out = tmp_path / 'coco.pth'
     convert_file(tmp_path / 'pytorch_model.bin', out)
-    meta = torch.load(out, weights_only=True)['meta']['eomt_release']
+    meta = torch.load(out, weights_only=True)['meta']['release']
     assert meta == dict(decoder='EoMT', task='panoptic', dataset='COCO', num_classes=133, num_queries=200,
                         patch_size=16, grid=(6, 6), family='dinov2', width=DIM, config=None,
                         side_from='the position grid', class_order="the release's")

@@ -73,7 +73,7 @@ def test_ade20k_panoptic_release_predicts_as_eomt_by_class_name(ram_path):
                     mask_offset=70.0)
     sd = release(ref, backbone.vit.state_dict())
     converted = convert(ram_path, sd)
-    meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
+    meta = torch.load(converted, weights_only=True)['meta']['release']
     assert meta['config'] == 'configs/eomt/dinov2-large_eomt_ade20k-panoptic-640.py'
     assert (meta['task'], meta['dataset']) == ('panoptic', 'ADE20K')
     model = init_detector(small_config('dinov2-large_eomt_ade20k-panoptic-640.py', 16, depth=2, masked=1),
@@ -132,7 +132,7 @@ def test_cityscapes_release_predicts_as_eomt_on_a_1024x2048_photo(tmp_path):
     sd = release(ref, backbone.vit.state_dict())
     sd['criterion.empty_weight'] = torch.ones(20)
     converted = convert(tmp_path, sd)
-    meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
+    meta = torch.load(converted, weights_only=True)['meta']['release']
     assert (meta['num_classes'], meta['grid']) == (19, (64, 64))
     cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / 'dinov2-large_eomt_cityscapes-1024.py'))
     cfg.model.backbone.update(embed_dims=256, num_layers=2, num_heads=4, init_cfg=None)
@@ -301,8 +301,8 @@ def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_p
     sd, base = release_file(ram_path, task, dataset, family, width, side)
     converted = torch.load(convert(ram_path, sd, name=f'{name}.bin', delta_to=base), weights_only=True)
     meta = converted['meta']
-    assert (meta['eomt_release']['task'], meta['eomt_release']['dataset']) == (task, dataset)
-    assert meta['eomt_release']['config'] == f'configs/eomt/{config}'   # DINOv3 at 1280: the name's side
+    assert (meta['release']['task'], meta['release']['dataset']) == (task, dataset)
+    assert meta['release']['config'] == f'configs/eomt/{config}'   # DINOv3 at 1280: the name's side
     assert len(meta['dataset_meta']['classes']) == CLASSES[task, dataset]
     assert f'configs/eomt/{config}' in describe_release(meta), describe_release(meta)
     cfg = Config.fromfile(str(REPO / 'configs' / 'eomt' / config))

@@ -14,7 +14,7 @@ from reference_eomt import RefDinoV3
 from reference_pmt import RefPMT
 from reference_vit5 import RefViT5
 from vit5seg.models.builder import build_segmentor
-from vit5seg.models.checkpoint_files import weights_of
+from vit5seg.models.checkpoint_files import Weights, extract_state_dict
 from vit5seg.models.mask_classification.releases import convert_pmt_release
 
 TINY = REPO / 'configs' / 'tiny' / 'vit5_pmt_synthetic.py'
@@ -72,7 +72,7 @@ def build_pair(family, seed=0):
     reference's decoder-only release and encoder file, through the release converter."""
     ref, encoder = reference(family, seed)
     model = build_segmentor(small_cfg(TINY, family).model)
-    sd, _ = convert_pmt_release(ref.release()['state_dict'], weights_of(encoder), model=model.backbone)
+    sd, _ = convert_pmt_release(ref.release()['state_dict'], Weights(encoder, extract_state_dict(encoder), False), model=model.backbone)
     model.load_state_dict(sd, strict=True)
     return model.eval(), ref.eval()
 
@@ -90,7 +90,7 @@ def test_every_supervised_prediction_equals_the_reference(family, hw, probs):
     model.train()
     ref.train()
     assert not model.backbone.training
-    model.decode_head.mask_probs = list(probs)
+    model.decoder.mask_probs = list(probs)
     with torch.no_grad():
         torch.manual_seed(7)   # the same draws: the own tables' scale, then one torch.rand(B, Q) per dropped block
         feats = model.extract_feat(x)
@@ -148,7 +148,7 @@ def test_pmt_release_converts_with_delta_to_and_predicts_through_init_model_as_p
     done = run_script(*tool, '--delta-to', tmp_path / 'dinov3.safetensors')
     assert done.returncode == 0, done.stderr
     assert 'pmt-release (decoder only)' in done.stdout and '[dinov3-hf]' in done.stdout
-    meta = torch.load(out, map_location='cpu', weights_only=False)['meta']['eomt_release']
+    meta = torch.load(out, map_location='cpu', weights_only=False)['meta']['release']
     assert (meta['decoder'], meta['num_classes'], meta['num_queries'], meta['family']) == ('PMT', 150, QUERIES,
                                                                                             'dinov3')
     shipped = REPO / 'configs' / 'pmt' / 'dinov3-large_pmt_ade20k-512.py'

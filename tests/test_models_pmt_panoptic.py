@@ -62,7 +62,7 @@ def small_config(name: str) -> Config:
 def test_coco_panoptic_release_predicts_as_pmt(tmp_path):
     from mmdet.apis import inference_detector, init_detector
     ref, converted = make_release(tmp_path, 133)
-    meta = torch.load(converted, weights_only=True)['meta']['eomt_release']
+    meta = torch.load(converted, weights_only=True)['meta']['release']
     assert (meta['decoder'], meta['num_classes']) == ('PMT', 133)
     model = init_detector(small_config('dinov3-large_pmt_coco-panoptic-640.py'), str(converted), device='cpu')
     img = photo()

@@ -63,7 +63,7 @@ def test_every_release_converts_and_fits_the_config_the_docs_give_it(name, ram_p
     save_file({k: v.contiguous() for k, v in random_state(hf).items()}, str(ram_path / 'dinov3.safetensors'))
     converted = torch.load(convert(ram_path, {'state_dict': release}, name=f'{name}.bin',
                                    delta_to=ram_path / 'dinov3.safetensors'), weights_only=True)
-    meta = converted['meta']['eomt_release']
+    meta = converted['meta']['release']
     assert (meta['decoder'], meta['task'], meta['dataset']) == ('PMT', task, DATASET[task])
     assert meta['config'] == f'configs/pmt/{config}'   # DINOv3 has no position grid: the name's side
     assert len(converted['meta']['dataset_meta']['classes']) == CLASSES[task]

@@ -85,5 +85,5 @@ def test_a_dinov3_release_fits_the_config_of_the_side_its_name_gives(file_name, 
                      '--delta-to', base)
     assert out.returncode == 0, out.stderr
     meta = torch.load(tmp_path / 'out.pth', weights_only=True)['meta']
-    assert meta['eomt_release']['config'] == f'configs/eomt/{config}'
+    assert meta['release']['config'] == f'configs/eomt/{config}'
     assert f'it fits configs/eomt/{config} (the input side {config[-7:-3].lstrip("-")} {said}' in out.stdout, out.stdout

@@ -131,27 +131,31 @@ def test_compare_reads_pq_as_it_reads_miou(trained, tmp_path):
 
 
 def test_the_panoptic_twin_exports_to_onnx_photo_in_and_predicts_as_mmdet(trained, capsys):
-    """tools/export_onnx.py --dynamic on the trained twin: ONNX Runtime gives the ids mmdet's own
-    inference_detector gives on >= 99.9% of the pixels of three generated photos (the tool's check: the
-    graph resizes as PIL does, in floats), and on a val photo of another size."""
-    from vit5seg.apis import inference_model, init_model
+    """tools/export_onnx.py --dynamic on the trained twin: ONNX Runtime gives the logits mmdet's own
+    inference_detector hands its fusion head (within 4e-3 of the largest), and the same segment on
+    >= 99.9% of the pixels that no threshold of the fusion rule is within that difference of, on three
+    generated photos and on a val photo of another size (the graph resizes as PIL does, in floats). A twin
+    trained on another CPU may hold a segment at a threshold: it passes; a wrong graph does not."""
     from vit5seg.deploy import OnnxSession
-    from vit5seg.deploy.export import main
+    from vit5seg.deploy.agreement import LOGIT_TOLERANCE
+    from vit5seg.deploy.export import detection_agreement, load_model, main
     cwd, _ = trained
     out = cwd / 'panoptic.onnx'
     assert main([str(CONFIG), str(cwd / 'run' / 'iter_200.pth'), '--out', str(out), '--dynamic', '--repeats', '1']) == 0
     table = capsys.readouterr().out
     assert "ONNX Runtime against mmdet's inference_detector:" in table
-    shares = [float(s) for s in re.findall(r'^\| \d+x\d+ \| ([\d.]+)% \|', table, re.M)]
-    assert len(shares) == 3 and min(shares) >= 99.9, table
+    rows = re.findall(r'^\| \d+x\d+ \| ([\d.e+-]+) \| ([\d.]+)% \| ([\d.]+)% \|', table, re.M)
+    assert len(rows) == 3, table
+    for logits, decided, same in rows:
+        assert float(logits) <= LOGIT_TOLERANCE and float(same) >= 99.9 and float(decided) > 50, table
     session = OnnxSession(out)
     img = cv2.imread(str(sorted((cwd / 'data' / 'synthetic' / 'coco' / 'val2017').glob('*.jpg'))[1]))
     img = cv2.resize(img, (img.shape[1] * 3 // 2 + 7, img.shape[0] * 3 // 2 + 3))   # a size it was not traced at
-    found = session.detect(img)
-    expected = inference_model(init_model(CONFIG, str(cwd / 'run' / 'iter_200.pth'), device='cpu'), img)
-    expected = expected.pred_panoptic_seg.sem_seg[0].numpy()
-    assert len(np.unique(expected)) >= 3 and (expected < 133).any()
-    assert (found['panoptic'] == expected).mean() >= 0.999
+    found = session.detect(img, logits=True)
+    row = detection_agreement('panoptic', load_model(CONFIG, cwd / 'run' / 'iter_200.pth'), img, found)
+    assert row['logits'] <= LOGIT_TOLERANCE and row['agreement'] >= 0.999 and row['decided'] > 0.5, row
+    assert len(np.unique(found['panoptic'])) >= 3 and (found['panoptic'] < 133).any()
+    assert set(session.detect(img)) == {'panoptic', 'segment_ids', 'labels', 'scores'}   # logits on request
     # the segment table: each id on the map is a query's segment, its class the id's
     made = found['segment_ids'] >= 0
     assert set(np.unique(found['panoptic'])) - {133} <= set(found['segment_ids'][made])
@@ -176,7 +180,7 @@ def test_the_instance_twin_exports_to_onnx_with_the_same_top_instances(tmp_path,
     out = tmp_path / 'instance.onnx'
     assert main([str(config), str(tmp_path / 'instance.pth'), '--out', str(out), '--shape', '96', '128',
                  '--repeats', '1']) == 0
-    assert re.search(r'^\| 96x128 \| 100\.000% \|', capsys.readouterr().out, re.M)
+    assert re.search(r'^\| 96x128 \| [\d.e+-]+ \| 100\.000% \|', capsys.readouterr().out, re.M)
     img = generated_image((96, 128), seed=5)
     found = OnnxSession(out).detect(img)
     assert found['masks'].shape == (100, 96, 128) and found['labels'].shape == found['scores'].shape == (100,)

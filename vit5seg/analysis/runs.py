@@ -16,6 +16,7 @@ from typing import Dict, Optional
 from mmengine.config import Config
 
 from ..models.backbones.vit5 import ARCH_PRESETS, VIT5_SWITCHES, resolve_arch
+from ..utils.config_kinds import task_of
 from .logs import read_scalars
 
 FAMILIES = {'vit5': 'ViT-5', 'deit3': 'DeiT-III', 'dinov2': 'DINOv2', 'dinov3': 'DINOv3'}
@@ -66,17 +67,18 @@ def _segmentor(cfg) -> dict:
     return model.module if model.get('type') == 'SegTTAModel' else model
 
 
-def recipe_tag(segmentor: dict) -> str:
+def recipe_tag(cfg) -> str:
     """What a run pairs by besides its family and size, as a suffix of its size key: nothing for the paper's
-    fine-tuned decode heads; ' EoMT', ' PMT' (its decoder on a frozen encoder) or ' linear' (Meta's linear probe),
-    and ' panoptic' / ' instance' for mmdet's models. Runs pair only with runs of the same recipe."""
-    decoder = (segmentor.get('decoder') or {}).get('type')
+    fine-tuned decode heads; the query decoder's name for mask classification (' EoMT', ' PMT' on a frozen
+    encoder: a decoder's registered name without 'Decoder'), with ' panoptic' / ' instance' for those tasks
+    (:func:`vit5seg.utils.config_kinds.task_of`); ' linear' (Meta's linear probe). Runs pair only with runs of
+    the same recipe."""
+    segmentor = _segmentor(cfg)
     frozen = ' frozen' if (segmentor.get('backbone') or {}).get('frozen') else ''
     if segmentor.get('type') in ('EoMTEncoderDecoder', 'EoMT'):
-        tag = ' PMT' if decoder == 'PMTDecoder' else ' EoMT'
-        if segmentor.get('type') == 'EoMT':
-            tag += ' panoptic' if segmentor.get('num_stuff_classes') else ' instance'
-        return tag
+        decoder = (segmentor.get('decoder') or {}).get('type') or 'EoMTDecoder'
+        task = task_of(cfg)
+        return ' ' + decoder.removesuffix('Decoder') + ('' if task == 'semantic' else f' {task}')
     if (segmentor.get('decode_head') or {}).get('type') == 'LinearProbeHead':
         return ' linear' if frozen else ' linear (fine-tuned)'
     return frozen
@@ -142,7 +144,7 @@ def read_result(work_dir) -> RunResult:
         return result
     result.family, result.size = family, _size_key(backbone)
     if result.size:
-        result.size += recipe_tag(_segmentor(cfg))
+        result.size += recipe_tag(cfg)
     result.switches = backbone_switches(backbone)
     result.seed = _training_seed(launches)
     if result.seed is not None:

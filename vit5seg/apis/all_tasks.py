@@ -1,6 +1,7 @@
 """One frozen encoder, one forward pass, every task: the semantic, panoptic and instance PMT models of one
 encoder (each with its own checkpoint) share its weights in memory and its pass per image; each decoder
-reads the taps it needs from that pass (``PMTDecoder.given_taps``) and its model post-processes as alone.
+reads the taps it names (``MaskDecoder.tap_indices``) from that pass, and its model predicts from them as alone
+(``predict_encoded``).
 
 mmseg and mmdet run one model per task, and PMT's code one task per run; a frozen encoder makes the sharing
 exact: its tensors are the same in every task's checkpoint (checked when the models are joined), and so are
@@ -15,7 +16,6 @@ An all-tasks config (``configs/pmt/dinov3-large_pmt_all-tasks.py``)::
 ``config`` is under configs/ (or a path), ``checkpoint`` a file name in the checkpoint folder given to
 :func:`init_all_tasks` (``tools/infer.py CONFIG FOLDER ...``); ``cfg_options`` of a task are merged into its config.
 """
-import contextlib
 import copy
 from pathlib import Path
 from typing import Dict, Optional, Union
@@ -26,7 +26,7 @@ from mmengine.config import Config
 
 from ..errors import ToolError
 from ..paths import config_path
-from ..utils.config_kinds import is_all_tasks_config
+from ..utils.config_kinds import is_all_tasks_config, photo_pipeline, task_of
 
 __all__ = ['AllTasksError', 'AllTasksModel', 'init_all_tasks', 'is_all_tasks_config']
 
@@ -57,8 +57,9 @@ class AllTasksModel:
         if input_task not in models:
             raise AllTasksError(f'input_task={input_task!r} is none of the tasks {sorted(models)}')
         for name, model in models.items():
-            # a decoder of its own that can read a shared pass (PMTDecoder.given_taps), on a frozen encoder
-            if not hasattr(getattr(model, 'decoder', None), 'given_taps') or not getattr(model.backbone, 'frozen', 0):
+            # a decoder that reads the encoder's taps (MaskDecoder.tap_indices), on a frozen encoder
+            if getattr(getattr(model, 'decoder', None), 'tap_indices', None) is None or \
+                    not getattr(model.backbone, 'frozen', 0):
                 raise AllTasksError(f'task {name!r}: one encoder pass can only serve decoders of their own on a '
                                     f'frozen encoder (PMTDecoder, model.backbone.frozen=True)')
         self.models, self.input_task = models, input_task
@@ -73,15 +74,14 @@ class AllTasksModel:
                                     f'(they differ at {(differ or sorted(set(theirs) ^ set(mine)))[:4]}): one pass '
                                     f'serves decoders of the same frozen encoder')
             model.backbone = self.backbone   # one encoder in memory
-        self.indices = sorted({i for m in models.values() for i in m.decoder.interaction_indices})
+        self.indices = sorted({i for m in models.values() for i in m.decoder.tap_indices})
 
     def preprocess(self, image: np.ndarray):
         """The input task's test pipeline and data preprocessor: (inputs (1, 3, H, W), its data samples)."""
         from mmcv.transforms import Compose
         from mmengine.registry import DefaultScope
         model = self.models[self.input_task]
-        pipeline = [step for step in copy.deepcopy(model.cfg.test_dataloader.dataset.pipeline)
-                    if step['type'] not in ('LoadAnnotations', 'LoadPanopticAnnotations')]
+        pipeline = photo_pipeline(copy.deepcopy(model.cfg.test_dataloader.dataset.pipeline))
         pipeline[0] = dict(type='LoadImageFromNDArray')
         with DefaultScope.overwrite_default_scope(model.cfg.get('default_scope') or 'mmseg'):
             data = Compose(pipeline)(dict(img=image, img_id=0))
@@ -103,7 +103,6 @@ class AllTasksModel:
     def predict(self, image: np.ndarray, shared: bool = True) -> Dict[str, object]:
         """``shared=False``: each task runs the encoder itself, as its own model would (the benchmark's
         baseline, tools/benchmark.py --all-tasks)."""
-        from mmengine.config import ConfigDict
         inputs, samples = self.preprocess(image)
         if shared:
             taps, grid, rope = self.backbone.normed_tokens(inputs, self.indices)   # the one encoder pass
@@ -111,18 +110,12 @@ class AllTasksModel:
         results = {}
         for name, model in self.models.items():
             decoder = model.decoder
-            given = (decoder.given_taps([by_index[i] for i in decoder.interaction_indices], grid, rope) if shared
-                     else contextlib.nullcontext())
-            with given:
-                if model.cfg.get('default_scope') == 'mmdet':
-                    results[name] = model.predict(inputs, copy.deepcopy(samples))[0]
-                else:
-                    test_cfg = model.test_cfg
-                    model.test_cfg = ConfigDict(mode='whole')   # the shared input, whole
-                    try:
-                        results[name] = model.predict(inputs, self._seg_samples(samples))[0]
-                    finally:
-                        model.test_cfg = test_cfg
+            encoded = (decoder.shared_pass(by_index, grid, rope, inputs.shape[-2:]) if shared
+                       else decoder.encode(model.backbone, inputs))
+            if task_of(model.cfg) == 'semantic':   # the shared input, whole, with mmseg's metas
+                results[name] = model.predict_encoded(encoded, self._seg_samples(samples))[0]
+            else:
+                results[name] = model.predict_encoded(encoded, copy.deepcopy(samples))[0]
         return results
 
 

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
+from ..utils.config_kinds import is_all_tasks_config, is_detection_config, photo_pipeline
 from ..utils.image import IMAGE_EXTS, draw_legend, overlay, save_label_png
 
 VIDEO_EXTS = ('.mp4', '.avi', '.mov', '.mkv', '.webm')
@@ -110,7 +111,6 @@ def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: O
                     scale: Optional[Tuple[int, int]]):
     """Whole-image or sliding-window inference and the test-time resize (a panoptic or instance
     model: its own input size; its test pipeline holds no annotation loading already)."""
-    from .inference import is_detection_config
     if is_detection_config(model.cfg):
         if mode != 'whole' or crop or stride or scale:
             raise ValueError('--mode, --crop, --stride and --scale are for semantic models: a panoptic or instance '
@@ -121,7 +121,7 @@ def configure_model(model, mode: str, crop: Optional[Tuple[int, int]], stride: O
         for step in model.cfg.test_pipeline:
             if step['type'] == 'Resize':
                 step['scale'] = tuple(scale)
-    model.cfg.test_pipeline = [s for s in model.cfg.test_pipeline if s['type'] != 'LoadAnnotations']
+    model.cfg.test_pipeline = photo_pipeline(model.cfg.test_pipeline)
     return model
 
 
@@ -159,7 +159,6 @@ def run_inference(model, inputs: List[str], out_dir, batch_size: int = 1, opacit
     (apis/infer_det.py)."""
     from mmseg.datasets import ADE20KDataset
 
-    from .inference import is_detection_config
     out_dir = Path(out_dir)
     (out_dir / 'overlays').mkdir(parents=True, exist_ok=True)
 
@@ -200,7 +199,7 @@ def run_all_tasks_inference(model, inputs: List[str], out_dir, opacity: float = 
     writers, summary = {}, InferenceReport()
     for task, single in model.models.items():
         (out_dir / task / 'overlays').mkdir(parents=True, exist_ok=True)
-        if single.cfg.get('default_scope') == 'mmdet':
+        if is_detection_config(single.cfg):
             writers[task] = DetectionWriter(out_dir / task, single.dataset_meta, opacity)
         else:
             (out_dir / task / 'masks').mkdir(parents=True, exist_ok=True)
@@ -275,7 +274,6 @@ def main(argv=None):
         parser.error(f'--batch-size must be >= 1, got {args.batch_size}')
     from mmengine.config import Config
 
-    from .all_tasks import is_all_tasks_config
     if is_all_tasks_config(Config.fromfile(args.config)):
         return _all_tasks_main(args, parser)
     from .inference import init_model

@@ -10,14 +10,10 @@ from mmseg.apis import init_model as _mmseg_init_model
 import vit5seg  # noqa: F401  (registers ViT5 before any config is built)
 from vit5seg.hub import resolve
 from vit5seg.utils.amp import amp_dtype, enable_amp
+from vit5seg.utils.config_kinds import is_detection_config, photo_pipeline
 from vit5seg.utils.dataset_meta import config_dataset_meta
 
 __all__ = ['init_model', 'inference_model', 'is_detection_config']
-
-
-def is_detection_config(cfg: Config) -> bool:
-    """A panoptic or instance config (mmdet's scope: EoMT as an mmdet model), not a segmentor's."""
-    return cfg.get('default_scope') == 'mmdet'
 
 
 def _init_detector(cfg: Config, checkpoint: Optional[str], cfg_options: Optional[dict]):
@@ -27,7 +23,7 @@ def _init_detector(cfg: Config, checkpoint: Optional[str], cfg_options: Optional
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     pipeline = cfg.test_dataloader.dataset.pipeline
-    pipeline[:] = [step for step in pipeline if step['type'] not in ('LoadAnnotations', 'LoadPanopticAnnotations')]
+    pipeline[:] = photo_pipeline(pipeline)
     model = init_detector(cfg, checkpoint, device='cpu')
     if len(model.dataset_meta.get('classes', ())) != model.num_classes:
         # a checkpoint without class names (a training's, or converted before they were written): mmdet then

@@ -136,7 +136,7 @@ def _train_step(model, side: int, batch: int, device, mask_prob: float = 1.0):
     from mmdet.structures.mask import BitmapMasks
     from mmengine.structures import InstanceData, PixelData
     model = model.to(device).train()
-    model.decode_head.mask_probs = [mask_prob] * model.decode_head.num_blocks
+    model.decoder.mask_probs = [mask_prob] * len(model.decoder.mask_probs)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 3, side, side, generator=g).to(device)
     samples = []

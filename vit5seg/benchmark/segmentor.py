@@ -201,7 +201,7 @@ def segmentor_timings(arch, crop, batch, device, warmup, repeats, slide_shape=(5
         step = eomt_timed.train()
 
         def run():
-            eomt.decode_head.mask_probs = [prob] * eomt.decode_head.num_blocks
+            eomt.decoder.mask_probs = [prob] * len(eomt.decoder.mask_probs)
             step()
         return run
 

@@ -1,6 +1,7 @@
 """EoMT's training augmentation (tue-mps/eomt ``datasets/transforms.py``) as mmseg
 transforms: its colour jitter, and its geometry (scale jitter of the long side, pad,
-random crop, a redraw of crops with no labelled pixel).
+random crop, a redraw of crops with no labelled pixel); and the photometric distortion of
+Meta's linear probe (:class:`DINOv3PhotoMetricDistortion`).
 
 mmseg's ADE20K ``RandomResize((2048, 512), ratio 0.5-2.0)`` scales the *short* side and
 ``RandomCrop(cat_max_ratio=0.75)`` re-crops where one class dominates; EoMT uses
@@ -17,11 +18,11 @@ from typing import Sequence, Tuple
 import numpy as np
 import torch
 from mmcv.transforms import BaseTransform
+from mmseg.datasets.transforms import PhotoMetricDistortion
 from mmseg.registry import TRANSFORMS
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as tvF
 
-from ..utils.moved import names_moved
 
 
 def jitter_size(height: int, width: int, target: Tuple[int, int], scale: float) -> Tuple[int, int]:
@@ -179,10 +180,43 @@ class ScaleJitterCrop(BaseTransform):
                 f'ignore_index={self.ignore_index}, max_draws={self.max_draws})')
 
 
-__all__ = ['EoMTColorJitter', 'ScaleJitterCrop', 'jitter_size']
+@TRANSFORMS.register_module()
+class DINOv3PhotoMetricDistortion(PhotoMetricDistortion):
+    """The photometric distortion of Meta's linear probe (facebookresearch/dinov3
+    dinov3/eval/segmentation/transforms.py ``PhotoMetricDistortion``, lines 21-100): mmseg's, whose
+    brightness, contrast, order and draws (numpy's generator, each step with p 0.5) it shares, with
+    saturation and hue as torchvision's kernels compute them there: saturation blended with the grey
+    image by a factor in ``saturation_range``, hue turned by a fraction of the wheel in ``hue_range``.
+    mmseg's scales HSV's S channel and shifts hue in whole steps of 2 degrees: on a photo 22-32 grey
+    levels apart on average at factors 1.5 and 0.5, so not Meta's distortion. The image is mmcv's BGR
+    array; the kernels see it as RGB."""
+
+    def __init__(self, brightness_delta: int = 32, contrast_range: Sequence[float] = (0.5, 1.5),
+                 saturation_range: Sequence[float] = (0.5, 1.5), hue_range: Sequence[float] = (-0.5, 0.5)):
+        super().__init__(brightness_delta=brightness_delta, contrast_range=contrast_range,
+                         saturation_range=saturation_range)
+        if not -0.5 <= hue_range[0] <= hue_range[1] <= 0.5:
+            raise ValueError(f'DINOv3PhotoMetricDistortion: hue_range must lie within [-0.5, 0.5] of the wheel, '
+                             f'got {tuple(hue_range)}')
+        self.hue_lower, self.hue_upper = hue_range
+
+    @staticmethod
+    def _in_rgb(img: np.ndarray, kernel) -> np.ndarray:
+        rgb = torch.from_numpy(np.ascontiguousarray(img[..., ::-1].astype(np.uint8))).permute(2, 0, 1)
+        return np.ascontiguousarray(kernel(rgb).permute(1, 2, 0).numpy()[..., ::-1])
+
+    def saturation(self, img: np.ndarray) -> np.ndarray:
+        if np.random.randint(2):
+            factor = np.random.uniform(self.saturation_lower, self.saturation_upper)
+            img = self._in_rgb(img, lambda rgb: tvF.adjust_saturation(rgb, factor))
+        return img
+
+    def hue(self, img: np.ndarray) -> np.ndarray:
+        if np.random.randint(2):
+            factor = np.random.uniform(self.hue_lower, self.hue_upper)
+            img = self._in_rgb(img, lambda rgb: tvF.adjust_hue(rgb, factor))
+        return img
 
 
-# the per-sample checks this module held until they joined the other dataset checks
-__getattr__ = names_moved(__name__, 'vit5seg.datasets.checks',
-                          ('CheckedLoading', 'CheckSegSample', 'SampleError', 'skipped_samples', 'panoptic_png_problem',
-                           'panoptic_png_problems', 'check_panoptic_loading'))
+__all__ = ['DINOv3PhotoMetricDistortion', 'EoMTColorJitter', 'ScaleJitterCrop', 'jitter_size']
+

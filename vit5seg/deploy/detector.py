@@ -10,7 +10,9 @@ without data-dependent shapes (:mod:`vit5seg.models.mask_classification.postproc
 - panoptic: ``panoptic`` (H, W) int64 ids as mmdet's (class + instance x 1000, stuff: the class,
   void: the number of classes) and a segment table over the queries: ``segment_ids``,
   ``labels``, ``scores`` (-1 where a query makes no segment);
-- instance: ``masks`` (100, H, W) bool, ``labels``, ``scores``, highest class probability first.
+- instance: ``masks`` (100, H, W) bool, ``labels``, ``scores``, highest class probability first;
+- both: ``class_logits`` (Q, K + 1) and ``mask_logits`` (Q, H, W), what mmdet's fusion head is given
+  (the export's check holds them to mmdet's: :mod:`.agreement`).
 """
 import torch
 import torch.nn as nn
@@ -54,9 +56,13 @@ class OnnxDetector(nn.Module):
         class_logits, masks = self.detector.predict_logits(x)           # masks bilinear to (side, side)
         masks = F.interpolate(masks[..., :h, :w], size=(H, W), mode='bilinear', align_corners=False)
         if self.task == 'panoptic':
-            return panoptic_rule(class_logits[0], masks[0], self.detector.num_things_classes,
-                                 self.object_mask_thr, self.iou_thr)
-        return instance_rule(class_logits[0], masks[0], self.max_per_image)
+            decided = panoptic_rule(class_logits[0], masks[0], self.detector.num_things_classes,
+                                    self.object_mask_thr, self.iou_thr)
+        else:
+            decided = instance_rule(class_logits[0], masks[0], self.max_per_image)
+        return (*decided, class_logits[0], masks[0])
 
 
-OUTPUTS = {'panoptic': ['panoptic', 'segment_ids', 'labels', 'scores'], 'instance': ['masks', 'labels', 'scores']}
+LOGITS = ['class_logits', 'mask_logits']
+OUTPUTS = {'panoptic': ['panoptic', 'segment_ids', 'labels', 'scores'] + LOGITS,
+           'instance': ['masks', 'labels', 'scores'] + LOGITS}

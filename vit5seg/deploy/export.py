@@ -22,6 +22,7 @@ import torch
 import torch.nn as nn
 
 from ..errors import ToolError
+from ..utils.config_kinds import task_of
 
 
 class ExportError(RuntimeError, ToolError):
@@ -284,40 +285,78 @@ def compare_with_mmseg(onnx_path, segmentor: nn.Module, sizes: Sequence[Tuple[in
     return rows
 
 
-# Bounds of the detector check, set from measured float noise between the graph (ONNX Runtime)
-# and mmdet: a boundary pixel whose mask probability sits at 0.5 flips; a flipped pixel moves an
-# instance's mean mask score (DINOv2-L instance release: masks >= 99.98% equal, scores 2.2e-4 apart)
-DETECTION_PIXELS = 0.999
+# Bound of the instance check, set from measured float noise between the graph (ONNX Runtime) and
+# mmdet: a flipped boundary pixel moves an instance's mean mask score (DINOv2-L instance release:
+# masks >= 99.98% equal, scores 2.2e-4 apart). The logits' bound and the panoptic rule: .agreement
 INSTANCE_SCORE_TOLERANCE = 5e-3
 
 
-def detection_agreement(task: str, mmdet_result, onnxruntime: Sequence[np.ndarray], top: int = 20) -> float:
-    """Against mmdet's ``DetDataSample``: panoptic, the fraction of pixels with the same id;
-    instance, the fraction of mmdet's ``top`` best instances that ONNX Runtime gives too (same
-    label, score within :data:`INSTANCE_SCORE_TOLERANCE`, the same mask on >= 99.9% of pixels),
-    one to one."""
+def mmdet_detection(detector: nn.Module, image: np.ndarray):
+    """mmdet's own ``inference_detector`` on ``image`` (the config's test pipeline, PIL's resize, mmdet's
+    fusion head), and the class and mask logits its fusion head was given (the masks cut to the
+    resized image and resized to the photo by mmdet): (``DetDataSample``, (class (Q, K + 1), masks
+    (Q, H, W)))."""
+    from mmdet.apis import inference_detector
+    head, given = detector.panoptic_fusion_head, []
+
+    def capture(rule):
+        def rule_seeing_its_input(mask_cls, mask_pred, *args, **kwargs):
+            given.append((mask_cls.detach().float().cpu().numpy(), mask_pred.detach().float().cpu().numpy()))
+            return rule(mask_cls, mask_pred, *args, **kwargs)
+        return rule_seeing_its_input
+
+    rules = ('panoptic_postprocess', 'instance_postprocess')
+    for name in rules:   # an instance attribute over the method, for this call only
+        setattr(head, name, capture(getattr(head, name)))
+    try:
+        with torch.no_grad():
+            result = inference_detector(detector, image)
+    finally:
+        for name in rules:
+            delattr(head, name)
+    return result, given[0]
+
+
+def detection_agreement(task: str, detector: nn.Module, image: np.ndarray, found: dict, top: int = 20) -> dict:
+    """ONNX Runtime's outputs ``found`` (``OnnxSession.detect(image, logits=True)``) against mmdet's
+    inference of ``image``: ``logits``, the largest class or mask logit difference relative to mmdet's
+    largest (:func:`.agreement.relative`); panoptic: ``agreement``, the share of decided pixels
+    (:func:`.agreement.undecided_pixels`) with the same segment, and ``decided``, their share of the
+    photo; instance: ``agreement``, the share of mmdet's ``top`` best instances that ONNX Runtime
+    gives too (same label, score within :data:`INSTANCE_SCORE_TOLERANCE`, the same mask on >= 99.9%
+    of pixels), one to one."""
+    from .agreement import DETECTION_PIXELS, logit_differences, relative, same_segments, undecided_pixels
+    reference, (ref_cls, ref_masks) = mmdet_detection(detector, image)
+    class_diff, mask_diff = logit_differences((ref_cls, ref_masks), (found['class_logits'], found['mask_logits']))
+    row = dict(logits=max(relative(class_diff, ref_cls), relative(mask_diff, ref_masks)))
     if task == 'panoptic':
-        return float((mmdet_result.pred_panoptic_seg.sem_seg[0].numpy() == onnxruntime[0]).mean())
-    found_instances = mmdet_result.pred_instances
+        cfg = detector.test_cfg or {}
+        # twice the measured difference: a decision that far from its threshold cannot flip on it
+        undecided = undecided_pixels(ref_cls, ref_masks, detector.num_classes, cfg.get('object_mask_thr', 0.8),
+                                     cfg.get('iou_thr', 0.8), 2 * class_diff, 2 * mask_diff)
+        row.update(agreement=same_segments(reference.pred_panoptic_seg.sem_seg[0].numpy(), found['panoptic'],
+                                           ~undecided), decided=float((~undecided).mean()))
+        return row
+    found_instances = reference.pred_instances
     theirs = [found_instances.masks.numpy(), found_instances.labels.numpy(), found_instances.scores.numpy()]
-    masks, labels, scores = onnxruntime
+    masks, labels, scores = found['masks'], found['labels'], found['scores']
     unused = list(range(len(scores)))
-    found = 0
+    matched = 0
     for i in np.argsort(-theirs[2], kind='stable')[:top]:
         match = next((j for j in unused if labels[j] == theirs[1][i]
                       and abs(scores[j] - theirs[2][i]) <= INSTANCE_SCORE_TOLERANCE
                       and (masks[j] == theirs[0][i]).mean() >= DETECTION_PIXELS), None)
         if match is not None:
             unused.remove(match)
-            found += 1
-    return found / min(top, len(theirs[2])) if len(theirs[2]) else 1.0
+            matched += 1
+    row['agreement'] = matched / min(top, len(theirs[2])) if len(theirs[2]) else 1.0
+    return row
 
 
 def compare_detector_with_mmdet(onnx_path, detector: nn.Module, sizes: Sequence[Tuple[int, int]], task: str,
                                 repeats: int = 3, threads: Optional[int] = None) -> List[dict]:
-    """ONNX Runtime against mmdet's own ``inference_detector`` (the config's test pipeline, PIL's
-    resize, mmdet's fusion head) on a generated photo per size: :func:`detection_agreement`,
-    median latencies of both."""
+    """ONNX Runtime against mmdet's own ``inference_detector`` on a generated photo per size:
+    :func:`detection_agreement`, median latencies of both."""
     from mmdet.apis import inference_detector
 
     from ..utils.timing import time_interleaved
@@ -326,16 +365,20 @@ def compare_detector_with_mmdet(onnx_path, detector: nn.Module, sizes: Sequence[
     rows = []
     for i, hw in enumerate(sizes):
         image = generated_image(hw, seed=i)
-        with torch.no_grad():
-            reference = inference_detector(detector, image)
-        outputs = list(session.detect(image).values())
+        row = detection_agreement(task, detector, image, session.detect(image, logits=True))
         times = time_interleaved({'onnxruntime': lambda: session.detect(image),
                                   'mmdet': lambda: inference_detector(detector, image)}, 'cpu', warmup=0,
                                  repeats=repeats)
-        rows.append(dict(size=f'{hw[0]}x{hw[1]}', agreement=detection_agreement(task, reference, outputs),
-                         onnxruntime_s=float(np.median(times['onnxruntime'])),
+        rows.append(dict(size=f'{hw[0]}x{hw[1]}', **row, onnxruntime_s=float(np.median(times['onnxruntime'])),
                          mmdet_s=float(np.median(times['mmdet']))))
     return rows
+
+
+def detection_failures(rows: List[dict], task: str) -> List[str]:
+    """The sizes of ``rows`` (:func:`compare_detector_with_mmdet`) that break a bound."""
+    from .agreement import DETECTION_PIXELS, LOGIT_TOLERANCE
+    need = DETECTION_PIXELS if task == 'panoptic' else 1.0
+    return [r['size'] for r in rows if r['logits'] > LOGIT_TOLERANCE or r['agreement'] < need]
 
 
 def load_model(config, checkpoint, sha256: Optional[str] = None) -> nn.Module:
@@ -381,7 +424,7 @@ def main(argv=None) -> int:
 
     from mmengine.config import Config
     cfg = Config.fromfile(args.config)
-    if cfg.model.type == 'EoMT':   # mmdet's panoptic or instance EoMT
+    if task_of(cfg) in ('panoptic', 'instance'):   # mmdet's panoptic or instance EoMT
         return export_detector_main(args, cfg)
     shape = tuple(args.shape or args.example_shape or cfg.get('crop_size') or (512, 512))
     model = load_model(args.config, args.checkpoint, args.sha256)
@@ -410,7 +453,7 @@ def main(argv=None) -> int:
 
 def export_detector_main(args, cfg) -> int:
     """``main`` for a panoptic or instance config: the photo-in graph, checked on generated photos."""
-    task = 'panoptic' if cfg.model.test_cfg.get('panoptic_on', True) else 'instance'
+    task = task_of(cfg)
     side = int(cfg.model.data_preprocessor.pad_size[0])
     shape = tuple(args.shape or args.example_shape or (side * 3 // 4, side))
     model = load_model(args.config, args.checkpoint, args.sha256)
@@ -424,18 +467,24 @@ def export_detector_main(args, cfg) -> int:
           f'in {time.perf_counter() - start:.0f} s')
     rows = compare_detector_with_mmdet(out, model, comparison_sizes(shape, args.dynamic), task,
                                        repeats=args.repeats, threads=torch.get_num_threads())
-    need = DETECTION_PIXELS if task == 'panoptic' else 1.0
-    what = ('pixels with the same panoptic id' if task == 'panoptic' else
-            f'of mmdet\'s top 20 instances found (label, mask on {100 * DETECTION_PIXELS:g}% of pixels, score within '
-            f'{INSTANCE_SCORE_TOLERANCE:g})')
+    from .agreement import DETECTION_PIXELS, LOGIT_TOLERANCE
+    if task == 'panoptic':
+        what = 'decided pixels | of them, the same segment'
+    else:
+        what = (f'of mmdet\'s top 20 instances found (label, mask on {100 * DETECTION_PIXELS:g}% of pixels, score '
+                f'within {INSTANCE_SCORE_TOLERANCE:g})')
     print('ONNX Runtime against mmdet\'s inference_detector:')
-    print(f'| size | {what} | onnxruntime s | mmdet s |')
-    print('|---|---|---|---|')
+    print(f'| size | logits: max diff / max | {what} | onnxruntime s | mmdet s |')
+    print('|---|---|' + ('---|' if task == 'panoptic' else '') + '---|---|---|')
     for r in rows:
-        print(f"| {r['size']} | {100 * r['agreement']:.3f}% | {r['onnxruntime_s']:.4f} | {r['mmdet_s']:.4f} |")
-    bad = [r['size'] for r in rows if r['agreement'] < need]
+        decided = f"{100 * r['decided']:.3f}% | " if task == 'panoptic' else ''
+        print(f"| {r['size']} | {r['logits']:.2e} | {decided}{100 * r['agreement']:.3f}% | {r['onnxruntime_s']:.4f} | "
+              f"{r['mmdet_s']:.4f} |")
+    bad = detection_failures(rows, task)
     if bad:
-        print(f'error: ONNX Runtime and mmdet\'s inference_detector differ at {", ".join(bad)} (limit: '
-              f'{100 * need:g}% {what})')
+        print(f'error: ONNX Runtime and mmdet\'s inference_detector differ at {", ".join(bad)} (limits: logits '
+              f'{LOGIT_TOLERANCE:g} of the largest; '
+              + (f'{100 * DETECTION_PIXELS:g}% of the pixels no threshold is within that of, the same segment)'
+                 if task == 'panoptic' else 'every one of mmdet\'s top 20 instances)'))
         return 1
     return 0

@@ -70,11 +70,12 @@ class OnnxSession:
         logits = total / count
         return logits, logits.argmax(axis=0)
 
-    def detect(self, image: np.ndarray) -> Dict[str, np.ndarray]:
+    def detect(self, image: np.ndarray, logits: bool = False) -> Dict[str, np.ndarray]:
         """One (H, W, 3) BGR photo through a panoptic or instance export (photo in; the resize,
         network and mmdet's post-processing are in the graph: vit5seg.deploy.detector) -> its
         outputs by name: ``panoptic``, ``segment_ids``, ``labels``, ``scores``; or ``masks``,
-        ``labels``, ``scores``."""
+        ``labels``, ``scores``; with ``logits`` also ``class_logits`` and ``mask_logits`` (an export
+        made before they were outputs has none)."""
         task = (self.settings or {}).get('task')
         if task not in ('panoptic', 'instance'):
             raise ValueError('this is no panoptic or instance export: use predict() or run() for a semantic one')
@@ -82,8 +83,9 @@ class OnnxSession:
             raise ValueError(f'this model was exported for {self.fixed_hw[0]}x{self.fixed_hw[1]} photos, got '
                              f'{image.shape[0]}x{image.shape[1]}: export with --dynamic for other sizes')
         batch = np.ascontiguousarray(image.transpose(2, 0, 1)[None], dtype=np.float32)
-        names = [o.name for o in self.session.get_outputs()]
-        return dict(zip(names, self.session.run(None, {'image': batch})))
+        names = [o.name for o in self.session.get_outputs()
+                 if logits or o.name not in ('class_logits', 'mask_logits')]
+        return dict(zip(names, self.session.run(names, {'image': batch})))
 
     def predict(self, image: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """One (H, W, 3) BGR photo as the exported config tests it: its test ``Resize``

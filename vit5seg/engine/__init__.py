@@ -1,4 +1,5 @@
 from .accumulation import AccumulatingIterBasedTrainLoop, AccumulationError
+from .card_hook import RecipeCardHook
 from .checkpoint_io import allow_unsafe_loading, atomic_torch_save, latest_complete_checkpoint
 from .hooks import NonFiniteLossError, NonFiniteLossHook, RandomStateHook, SkippedSampleHook
 from .mask_annealing import EoMTMaskAnnealingHook
@@ -8,7 +9,7 @@ from .runner import ViT5Runner
 from .schedules import TwoStageWarmupPolyLR, WarmupCosineLR, WarmupOneCycleLR
 
 __all__ = ['AccumulatingIterBasedTrainLoop', 'AccumulationError', 'EoMTMaskAnnealingHook', 'NonFiniteLossError',
-           'NonFiniteLossHook', 'RandomStateHook', 'RecipeCard', 'SkippedSampleHook', 'TwoStageWarmupPolyLR',
+           'NonFiniteLossHook', 'RandomStateHook', 'RecipeCard', 'RecipeCardHook', 'SkippedSampleHook', 'TwoStageWarmupPolyLR',
            'WarmupCosineLR', 'WarmupOneCycleLR', 'ViT5OptimWrapperConstructor', 'ViT5Runner', 'allow_unsafe_loading',
            'atomic_torch_save',
            'latest_complete_checkpoint', 'no_weight_decay', 'recipe_card', 'vit5_layer_id']

@@ -30,13 +30,19 @@ class CardRunner(ViT5Runner):
     """ViT5Runner for ``tools/print_config.py --card``: it builds what a training builds before its
     first step (:meth:`build_training_objects`, the same code) and nothing else. What differs is
     where it builds: the model on the meta device (names and shapes, no memory), no device move or
-    DDP, ``card_gpus`` processes for the lr rule, the train loader without workers (the config's data
-    where a scheduler counts epochs and the data can be read, else a stand-in the loop never
-    iterates; the card then says the epoch is unknown), a throwaway work dir."""
+    DDP, the plan :func:`card` computed once (``cfg.batch_plan``, the key tools/train.py writes too)
+    for the lr rule, the train loader without workers (the config's data where a scheduler counts
+    epochs and the data can be read, else a stand-in the loop never iterates; the card then says
+    the epoch is unknown), a throwaway work dir."""
+
+    @property
+    def batch_plan(self) -> BatchPlan:
+        """The plan :func:`card` computed, once: no processes to count here."""
+        return BatchPlan(**self.cfg.batch_plan)
 
     @property
     def world_size(self) -> int:
-        return int(self.cfg.get('card_gpus', 1))
+        return self.batch_plan.gpus
 
     def build_model(self, model):
         if isinstance(model, torch.nn.Module):
@@ -86,7 +92,7 @@ def _card_cfg(cfg, plan: BatchPlan, work_dir: str):
     counts epochs, else the stand-in."""
     cfg = copy.deepcopy(cfg)
     apply_plan(cfg, plan)
-    cfg.update(work_dir=work_dir, load_from=None, resume=False, log_level='WARNING', card_gpus=plan.gpus,
+    cfg.update(work_dir=work_dir, load_from=None, resume=False, log_level='WARNING', batch_plan=plan._asdict(),
                launcher='none')
     if cfg.optim_wrapper.get('type') == 'AmpOptimWrapper' and not torch.cuda.is_available():
         cfg.optim_wrapper.type = 'OptimWrapper'  # AmpOptimWrapper asserts a GPU when built; same param groups

@@ -1,7 +1,7 @@
 """The masked-attention annealing of mask-classification decoders (EoMT's recipe, tue-mps/eomt
 training/lightning_module.py): each masked block i keeps its mask with probability
 P_i(t) = 1 before s_i, (1 - (t - s_i) / (e_i - s_i)) ** 0.9 between, 0 from e_i on; the hook
-sets the head's ``mask_probs`` every iteration.
+sets the query decoder's ``mask_probs`` every iteration.
 """
 import math
 from typing import List, Optional, Sequence
@@ -9,6 +9,8 @@ from typing import List, Optional, Sequence
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS  # the root registry: mmseg and mmdet configs both find it
+
+from ..utils.config_values import defaults_of
 
 
 def default_windows(num_blocks: int, max_iters: int) -> List[tuple]:
@@ -44,7 +46,7 @@ def mask_probability(t: int, start: int, end: int, power: float = 0.9) -> float:
 
 @HOOKS.register_module()
 class EoMTMaskAnnealingHook(Hook):
-    """Sets the decode head's ``mask_probs`` before every training iteration from the
+    """Sets the query decoder's ``mask_probs`` before every training iteration from the
     iteration count (so a resumed run continues where it stopped) and logs each as
     ``mask_prob_{i}``.
 
@@ -55,6 +57,24 @@ class EoMTMaskAnnealingHook(Hook):
     """
 
     priority = 'NORMAL'
+    anneals_masks = True   # what the query head's card row asks of a custom hook
+
+    @classmethod
+    def card_rows(cls, given: dict, prefix: str, cfg):
+        """The recipe card's rows: the windows in iterations (the head's masked blocks, the run's
+        ``max_iters``) and the ramp's power, as (section, key, value, where from)."""
+        from mmseg.registry import MODELS
+        head = cfg.model.get('decode_head') or {}
+        head_cls = MODELS.get(head.get('type')) if isinstance(head.get('type'), str) else None
+        num_blocks = {**(defaults_of(head_cls, {}) if head_cls else {}), **head}.get('num_blocks')
+        if num_blocks is None:
+            yield 'schedule', 'mask annealing windows', 'none: the model has no masked blocks to anneal', 'derived'
+            return
+        hook = {**defaults_of(cls, {}), **given}
+        windows = annealing_windows(hook['starts'], hook['ends'], num_blocks, cfg.train_cfg.max_iters)
+        yield 'schedule', 'mask annealing windows', tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(windows)), \
+            'derived'
+        yield 'schedule', 'mask annealing power', hook['power'], 'default' if 'power' not in given else 'derived'
 
     def __init__(self, starts: Optional[Sequence[int]] = None, ends: Optional[Sequence[int]] = None,
                  power: float = 0.9):
@@ -68,19 +88,19 @@ class EoMTMaskAnnealingHook(Hook):
         self.windows = None
 
     @staticmethod
-    def _head(runner):
+    def _decoder(runner):
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        head = getattr(model, 'decode_head', None)
-        if not hasattr(head, 'mask_probs'):
-            raise TypeError(f'EoMTMaskAnnealingHook needs an EoMT segmentor, got {type(model).__name__}')
-        return head
+        decoder = getattr(model, 'decoder', None)
+        if not getattr(decoder, 'mask_probs', None):
+            raise TypeError(f'EoMTMaskAnnealingHook needs a query decoder with masked blocks (EoMT\'s, PMT\'s), '
+                            f'got {type(model).__name__}')
+        return decoder
 
     def before_train(self, runner) -> None:
-        head = self._head(runner)
-        if self.starts is not None and len(self.starts) != head.num_blocks:
-            raise ValueError(f'EoMTMaskAnnealingHook has {len(self.starts)} windows for '
-                             f'{head.num_blocks} masked blocks')
-        self.windows = annealing_windows(self.starts, self.ends, head.num_blocks, runner.max_iters)
+        blocks = len(self._decoder(runner).mask_probs)
+        if self.starts is not None and len(self.starts) != blocks:
+            raise ValueError(f'EoMTMaskAnnealingHook has {len(self.starts)} windows for {blocks} masked blocks')
+        self.windows = annealing_windows(self.starts, self.ends, blocks, runner.max_iters)
         late = [e for _, e in self.windows if e > runner.max_iters]
         if late:
             # the model would still be masked when training ends, and inference never masks
@@ -89,9 +109,9 @@ class EoMTMaskAnnealingHook(Hook):
                              f'custom_hooks starts=/ends= (or neither: the default windows of any schedule)')
 
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
-        head = self._head(runner)
-        head.mask_probs = [mask_probability(runner.iter, s, e, self.power) for s, e in self.windows]
-        for i, p in enumerate(head.mask_probs):
+        decoder = self._decoder(runner)
+        decoder.mask_probs = [mask_probability(runner.iter, s, e, self.power) for s, e in self.windows]
+        for i, p in enumerate(decoder.mask_probs):
             runner.message_hub.update_scalar(f'train/mask_prob_{i}', p)
 
 

@@ -61,9 +61,9 @@ def decay_exponent(layer_id: int, num_layers: int, numbering: str, full_rate_las
 class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
     """``paramwise_cfg=dict(layer_decay_rate=r, layer_numbering='beit')``: the lr of layer
     id ``i`` is ``base_lr * r ** decay_exponent(i)`` (see :func:`decay_exponent`); ``r=1``
-    keeps one lr for all; ``full_rate_last_blocks=True``: the EoMT head's masked blocks
-    (``decode_head.num_blocks``) at the full rate. Parameters of :func:`no_weight_decay` get
-    weight decay 0, the others the optimizer's (``decay_all=True``: every parameter gets it, as EoMT). Each
+    keeps one lr for all; ``full_rate_last_blocks=True``: the backbone blocks that see the queries
+    (``decoder.encoder_blocks_with_queries``: EoMT's ``decode_head.num_blocks``) at the full rate.
+    Parameters of :func:`no_weight_decay` get weight decay 0, the others the optimizer's (``decay_all=True``: every parameter gets it, as EoMT). Each
     group records ``layer_id`` and ``backbone`` (whether its parameters are the backbone's;
     EoMT's two-stage warm-up reads it)."""
 
@@ -88,9 +88,11 @@ class ViT5OptimWrapperConstructor(DefaultOptimWrapperConstructor):
                             f'(got backbone {type(backbone).__name__})')
         full_rate_last = 0
         if self.paramwise_cfg.get('full_rate_last_blocks'):
-            full_rate_last = getattr(getattr(module, 'decode_head', None), 'num_blocks', None)
+            # a query decoder's (EoMT's: decode_head.num_blocks; 0 for one outside the backbone, as PMT's)
+            full_rate_last = getattr(getattr(module, 'decoder', None), 'encoder_blocks_with_queries', None)
             if full_rate_last is None:
-                raise TypeError('paramwise_cfg.full_rate_last_blocks needs an EoMT model (decode_head.num_blocks)')
+                raise TypeError('paramwise_cfg.full_rate_last_blocks needs a mask-classification model (its '
+                                'decoder says which backbone blocks see the queries)')
         groups = {}
         for name, param in module.named_parameters():
             if not param.requires_grad:

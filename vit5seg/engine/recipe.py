@@ -21,15 +21,13 @@ first (``ViT5Runner`` keeps it in the run's saved config as ``recipe_card``). It
 import copy
 import inspect
 import re
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Dict, Iterator, List, NamedTuple, Optional
 
 from mmengine.optim.scheduler.param_scheduler import INF
 
-from ..models.backbones.vit5 import ViT5, resolve_arch
-from ..models.mask_classification import EoMTHead
 from ..paths import describe_code
+from ..utils.config_values import defaults_of, flatten, plain
 from .accumulation import BatchPlan, apply_plan, batch_plan
-from .mask_annealing import EoMTMaskAnnealingHook, annealing_windows
 from .run_objects import RunObjects, lr_scale, wrappers
 
 # What mmengine's Runner.from_cfg reads (and test.py --tta): a config's other top-level names
@@ -45,59 +43,11 @@ _EVAL_KEYS = ('val_dataloader', 'val_cfg', 'val_evaluator', 'test_dataloader', '
               'tta_pipeline', 'tta_model')
 
 
-# arguments that say where bytes come from or which metadata travel, not what is computed
-_PLUMBING = ('file_client_args', 'backend_args', 'meta_keys')
-
-
 class Row(NamedTuple):
     section: str
     key: str        # a dotted config path (``model.backbone.drop_path_rate``) or a derived name
     value: object
     how: str = ''   # 'default': the class's default, not in the config; 'derived': computed here
-
-
-def _plain(value):
-    """Config values as comparable Python: lists as tuples, long runs of one number as text."""
-    if isinstance(value, (list, tuple)):
-        items = tuple(_plain(v) for v in value)
-        if len(items) > 8 and all(isinstance(v, (int, float)) for v in items):
-            runs = []  # run-length: [1.0] * 150 + [0.1] -> '1.0 x 150, 0.1'
-            for v in items:
-                if runs and runs[-1][0] == v:
-                    runs[-1][1] += 1
-                else:
-                    runs.append([v, 1])
-            return ', '.join(f'{v!r} x {n}' if n > 1 else repr(v) for v, n in runs)
-        return items
-    return value
-
-
-def _is_flat(value) -> bool:
-    return not isinstance(value, dict) and not (isinstance(value, (list, tuple)) and any(
-        isinstance(v, (dict, list, tuple)) for v in value))
-
-
-def _flatten(prefix: str, value) -> Iterator[tuple]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key != '_scope_':  # where mmengine found a type (an mmseg:: base): no value of the run
-                yield from _flatten(f'{prefix}.{key}', item)
-    elif not _is_flat(value) and not all(isinstance(v, (list, tuple)) and _is_flat(v) for v in value):
-        for i, item in enumerate(value):
-            yield from _flatten(f'{prefix}.{i}', item)
-    else:
-        yield prefix, _plain(value)
-
-
-def _defaults(cls, given: dict, skip: Sequence[str] = ()) -> Dict[str, object]:
-    """The arguments of ``cls`` the config leaves to their default."""
-    out = {}
-    for name, param in inspect.signature(cls.__init__).parameters.items():
-        if name in ('self', *skip) or name in given or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
-        if param.default is not inspect.Parameter.empty and name not in _PLUMBING:
-            out[name] = _plain(param.default)
-    return out
 
 
 def _transform_defaults(pipeline, prefix: str, scope: str = 'mmseg') -> Iterator[tuple]:
@@ -110,7 +60,7 @@ def _transform_defaults(pipeline, prefix: str, scope: str = 'mmseg') -> Iterator
             continue
         cls = TRANSFORMS.get(step['type'])
         if cls is not None and inspect.isclass(cls):
-            for name, value in _defaults(cls, step, skip=('transforms',)).items():
+            for name, value in defaults_of(cls, step, skip=('transforms',)).items():
                 yield f'{prefix}.{i}.{name}', value
         if isinstance(step.get('transforms'), list) and all(isinstance(t, dict) for t in step['transforms']):
             yield from _transform_defaults(step['transforms'], f'{prefix}.{i}.transforms', scope)
@@ -172,33 +122,26 @@ def schedule_warnings(run: RunObjects) -> List[str]:
     return [f'{type(last).__name__} ends at iteration {last.end} of {run.max_iters}: {after}']
 
 
-def _vit5_preset(backbone: dict) -> tuple:
-    """(what the config gives, its arch, what the arch's preset fills in with the config's sizes)"""
-    explicit = {k: v for k, v in backbone.items() if k != 'type'}
-    arch = {**_defaults(ViT5, {}), **explicit}['arch']
-    return explicit, arch, resolve_arch(arch, **{k: explicit.get(k) for k in ('embed_dims', 'num_layers', 'num_heads')})
-
-
-def _backbone_rows(backbone: dict) -> Iterator[Row]:
-    if backbone.get('type') != 'ViT5':
-        return
-    explicit, arch, preset = _vit5_preset(backbone)
-    for name, value in preset.items():
-        if name not in explicit:
-            yield Row('model', f'model.backbone.{name}', _plain(value), f'preset {arch}')
-    for name, value in _defaults(ViT5, {**explicit, **preset}).items():
-        yield Row('model', f'model.backbone.{name}', value, 'default')
-
-
-def _decoder_rows(decoder) -> Iterator[Row]:
-    """The arguments a mask-classification model's ``decoder`` leaves to its class's defaults."""
+def _component_rows(cfg) -> Iterator[Row]:
+    """The rows each component of the config gives of itself (its class's ``card_rows(given, prefix, cfg)``:
+    what a preset or the class fills in, what follows from it): the backbone, the decode head, the
+    decoder, the custom hooks. A component the card should say more of gives more rows; the card names
+    no component."""
+    from mmengine.registry import HOOKS
     from mmseg.registry import MODELS
-    cls = MODELS.get(decoder.get('type')) if isinstance(decoder, dict) else None
-    if not inspect.isclass(cls):
-        return
-    for name, value in _defaults(cls, decoder).items():
-        for key, item in _flatten(f'model.decoder.{name}', value):
-            yield Row('model', key, item, 'default')
+    model = cfg.model
+    parts = [(MODELS, f'model.{name}', model.get(name)) for name in ('backbone', 'decode_head', 'decoder')]
+    parts += [(HOOKS, f'custom_hooks.{i}', hook) for i, hook in enumerate(cfg.get('custom_hooks') or [])]
+    for registry, prefix, given in parts:
+        if not (isinstance(given, dict) and isinstance(given.get('type'), str)):
+            continue
+        try:
+            cls = registry.get(given['type'])
+        except (KeyError, ImportError):  # another library's scope that is not installed: nothing to say
+            cls = None
+        if inspect.isclass(cls) and hasattr(cls, 'card_rows'):
+            for section, key, value, how in cls.card_rows(given, prefix, cfg):
+                yield Row(section, key, value, how)
 
 
 def _lr_rows(cfg, plan: BatchPlan, run: Optional[RunObjects]) -> Iterator[Row]:
@@ -212,7 +155,7 @@ def _lr_rows(cfg, plan: BatchPlan, run: Optional[RunObjects]) -> Iterator[Row]:
         lr = cfg.get('optim_wrapper', {}).get('optimizer', {}).get('lr')
     yield Row('batch and lr', 'lr scale', scale, 'derived')
     if lr is not None:
-        yield Row('batch and lr', 'lr used', _plain(lr * scale), 'derived')
+        yield Row('batch and lr', 'lr used', plain(lr * scale), 'derived')
 
 
 def _names(model) -> Dict[int, str]:
@@ -335,22 +278,6 @@ def run_rows(run: RunObjects, plan: BatchPlan) -> List[Row]:
     return [*_trained_rows(run.model), *_group_rows(run.optim_wrapper, run.model), *_schedule_rows(run, plan)]
 
 
-def _window_rows(cfg) -> Iterator[Row]:
-    head = cfg.model.get('decode_head') or {}
-    if head.get('type') != 'EoMTHead':
-        return
-    hooks = [h for h in cfg.get('custom_hooks', []) if h.get('type') == 'EoMTMaskAnnealingHook']
-    if not hooks:
-        yield Row('schedule', 'mask annealing', 'none: the masks stay on (no EoMTMaskAnnealingHook)', 'derived')
-        return
-    hook = {**_defaults(EoMTMaskAnnealingHook, {}), **hooks[0]}
-    num_blocks = {**_defaults(EoMTHead, {}), **head}['num_blocks']
-    windows = annealing_windows(hook['starts'], hook['ends'], num_blocks, cfg.train_cfg.max_iters)
-    yield Row('schedule', 'mask annealing windows', tuple(f'block {i}: {s}-{e}' for i, (s, e) in enumerate(windows)),
-              'derived')
-    yield Row('schedule', 'mask annealing power', hook['power'], 'default' if 'power' not in hooks[0] else 'derived')
-
-
 def _scale_rule(pipeline) -> Optional[str]:
     for step in _steps(pipeline):
         if step['type'] == 'RandomResize':
@@ -382,7 +309,7 @@ def _precision(wrapper: dict, backbone: dict) -> Iterator[Row]:
     else:
         text = 'float32'
     yield Row('precision and compile', 'precision', text, 'derived')
-    yield Row('precision and compile', 'torch.compile', _plain(backbone.get('compile', False)), 'derived')
+    yield Row('precision and compile', 'torch.compile', plain(backbone.get('compile', False)), 'derived')
 
 
 class RecipeCard:
@@ -478,7 +405,7 @@ def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: 
                 cfg[top] == cfg[top.replace('test_', 'val_')]:
             rows.append(Row('evaluation', top, f'the same as {top.replace("test_", "val_")}', 'derived'))
             continue
-        rows += [Row(_section(key), key, value) for key, value in _flatten(top, cfg[top])]
+        rows += [Row(_section(key), key, value) for key, value in flatten(top, cfg[top])]
         if top.endswith('_dataloader'):
             rows += [Row(_section(key), key, value, 'default')
                      for key, value in _transform_defaults(cfg[top].get('dataset', {}).get('pipeline'),
@@ -486,14 +413,12 @@ def recipe_card(cfg, gpus: int = 8, accumulate: Optional[str] = 'auto', config: 
         if top == 'tta_pipeline':
             rows += [Row('evaluation', key, value, 'default')
                      for key, value in _transform_defaults(cfg[top], top, scope)]
-    rows += _backbone_rows(cfg.model.get('backbone', {}))
-    rows += _decoder_rows(cfg.model.get('decoder'))
+    rows += _component_rows(cfg)
     if run is not None:
         rows += run_rows(run, plan)
     rule = _scale_rule(cfg.get('train_dataloader', {}).get('dataset', {}).get('pipeline'))
     if rule:
         rows.append(Row('train data', 'scale rule', rule, 'derived'))
-    rows += _window_rows(cfg)
     rows += _precision(cfg.get('optim_wrapper', {}), cfg.model.get('backbone', {}))
     rows.sort(key=lambda r: SECTIONS.index(r.section))  # stable: each section keeps its order
     warnings = batch_warnings(plan, cfg.get('auto_scale_lr')) + (schedule_warnings(run) if run else [])

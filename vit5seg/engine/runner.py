@@ -15,7 +15,8 @@ accumulation. ``configs/_base_/default_runtime.py`` names it (``runner_type``), 
 - Every checkpoint records the run's :class:`BatchPlan` (``meta['batch_plan']``); resuming
   under other images per iteration is one error (:class:`BatchPlanHook`).
 - The recipe card (:mod:`vit5seg.engine.recipe`), read from the optimizer wrapper, schedulers
-  and loop this Runner built, is the first thing a training logs (:class:`RecipeCardHook`;
+  and loop this Runner built, is the first thing a training logs (``RecipeCardHook`` of
+  :mod:`vit5seg.engine.card_hook`, registered by name: this module does not import the card;
   ``tools/print_config.py --card`` builds the same objects: :mod:`vit5seg.engine.card`),
   with a warning where the images per iteration differ from the config's, and goes into the
   config the run saves as ``recipe_card``.
@@ -32,9 +33,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import BaseLoop, IterBasedTrainLoop, Runner
 from mmengine.registry import RUNNERS  # the root registries: mmseg and mmdet configs both find them
 
-from ..utils.moved import names_moved
 from .accumulation import LOOP_TYPE, BatchPlan, check_resumed_plan
-from .recipe import recipe_card
 from .run_objects import (RunObjects, any_converts_epochs, build_schedulers, describe_epoch, epoch_steps, scale_lrs,
                           wrappers)
 
@@ -64,26 +63,6 @@ class BatchPlanHook(Hook):
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         if getattr(runner, '_resume', False):
             check_resumed_plan(checkpoint.get('meta', {}).get('batch_plan'), runner.batch_plan)
-
-
-class RecipeCardHook(Hook):
-    """Logs the recipe card of the run before its first step, read from the objects the Runner
-    built (optimizer wrapper, schedulers, train loop: ``before_run`` comes after them), with a
-    warning where the images per iteration differ from the config's, and saves it with the
-    run's config as ``recipe_card``. ``ViT5Runner`` registers it."""
-    priority = 'HIGHEST'
-
-    def before_run(self, runner) -> None:
-        if not (isinstance(runner._train_loop, BaseLoop) and trains(runner.cfg)):
-            return  # a test or validation run
-        plan, run = runner.batch_plan, runner.run_objects()
-        card = recipe_card(runner.cfg, plan.gpus, config=runner.cfg.filename or '', run=run, plan=plan)
-        text = card.text()
-        runner.logger.info(text)
-        for warning in card.warnings:
-            runner.logger.warning(warning)
-        runner.cfg.recipe_card = text.splitlines()
-        runner.dump_config()  # again, now with the card (Runner.__init__ wrote it without)
 
 
 @RUNNERS.register_module()
@@ -146,11 +125,13 @@ class ViT5Runner(Runner):
     def register_hooks(self, default_hooks=None, custom_hooks=None) -> None:
         super().register_hooks(default_hooks, custom_hooks)
         self.register_hook(BatchPlanHook())
-        self.register_hook(RecipeCardHook())
+        self.register_hook(dict(type='RecipeCardHook'))   # vit5seg.engine.card_hook, by its registry name
 
     @property
     def batch_plan(self) -> BatchPlan:
-        """This run's GPUs x images per GPU x micro-batches, against ``auto_scale_lr.base_batch_size``."""
+        """This run's GPUs x images per GPU x micro-batches, against ``auto_scale_lr.base_batch_size``,
+        read from what this Runner was given (the truth a resume is checked against, whatever the
+        config says)."""
         loader, wrapper = self._train_dataloader, self.optim_wrapper
         per_gpu = loader['batch_size'] if isinstance(loader, dict) else loader.batch_size
         micro = wrapper.get('accumulative_counts', 1) if isinstance(wrapper, dict) else \
@@ -202,9 +183,4 @@ def forget_runner(runner) -> None:
     shutil.rmtree(runner.log_dir, ignore_errors=True)
 
 
-# what this module held until the card's runner moved to vit5seg.engine.card
-__getattr__ = names_moved(__name__, 'vit5seg.engine.card',
-                          ('CardRunner', 'RecipeCardStandInDataset', 'card', 'card_run_objects'))
-
-
-__all__ = ['BatchPlanHook', 'RecipeCardHook', 'ViT5Runner', 'end_loader_workers', 'forget_runner', 'trains']
+__all__ = ['BatchPlanHook', 'ViT5Runner', 'end_loader_workers', 'forget_runner', 'trains']

@@ -71,12 +71,16 @@ class WarmupOneCycleLR(LRSchedulerMixin, _ParamScheduler):
     - after: the anneal from m to ``m / (d f)`` (d = ``div_factor``, f = ``final_div_factor``) at
       ``(t + 1) / T`` for ``'cos'`` (Meta's cosine looks one step ahead), ``t / T`` for ``'linear'``.
 
-    Meta's linear probe: w 1500, r 1e-6, f inf (the lr ends at 0), cosine.
+    ``lag``: step t runs at the rule's lr of max(t - lag, 0). Meta's loop steps its scheduler after
+    every iteration but the first (facebookresearch/dinov3 dinov3/eval/segmentation/train.py:140,
+    ``if global_step > 0: scheduler.step()``), so its iteration t runs at the lr of t - 1: lag 1.
+
+    Meta's linear probe: w 1500, r 1e-6, f inf (the lr ends at 0), cosine, lag 1.
     """
 
     def __init__(self, optimizer, warmup_iters: int = 0, warmup_ratio: float = 0., div_factor: float = 25.,
-                 final_div_factor: float = 1000., anneal_strategy: str = 'cos', begin: int = 0, end: int = 40000,
-                 last_step: int = -1, by_epoch: bool = False, verbose: bool = False):
+                 final_div_factor: float = 1000., anneal_strategy: str = 'cos', lag: int = 0, begin: int = 0,
+                 end: int = 40000, last_step: int = -1, by_epoch: bool = False, verbose: bool = False):
         if anneal_strategy not in ('cos', 'linear'):
             raise ValueError(f"WarmupOneCycleLR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         if not 0 <= warmup_iters < end - begin:
@@ -85,7 +89,9 @@ class WarmupOneCycleLR(LRSchedulerMixin, _ParamScheduler):
         if not 0 <= warmup_ratio <= 1:
             raise ValueError(f'WarmupOneCycleLR: warmup_ratio={warmup_ratio} must be within [0, 1]')
         self.warmup_iters, self.warmup_ratio, self.anneal_strategy = warmup_iters, warmup_ratio, anneal_strategy
-        self.div_factor, self.final_div_factor = div_factor, final_div_factor
+        if lag < 0:
+            raise ValueError(f'WarmupOneCycleLR: lag={lag} must be 0 or more steps')
+        self.div_factor, self.final_div_factor, self.lag = div_factor, final_div_factor, lag
         super().__init__(optimizer, begin=begin, end=end, last_step=last_step, by_epoch=by_epoch, verbose=verbose)
 
     def factor(self, t: int) -> float:
@@ -101,7 +107,7 @@ class WarmupOneCycleLR(LRSchedulerMixin, _ParamScheduler):
         return (low - 1) * t / total + 1
 
     def _get_value(self):
-        return [g['initial_lr'] * self.factor(self.last_step) for g in self.optimizer.param_groups]
+        return [g['initial_lr'] * self.factor(max(self.last_step - self.lag, 0)) for g in self.optimizer.param_groups]
 
 
 @PARAM_SCHEDULERS.register_module()

@@ -20,7 +20,7 @@ from mmengine.logging import print_log
 from timm.layers import resample_patch_embed
 
 from ..utils.state_dicts import StateDict, keys_under
-from .checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError, Weights, weights_of
+from .checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError, Weights
 from .dinov_layouts import CONVERTERS, convert_dinov, detect_dinov_layout
 from .layers import dinov3_periods, resize_pos_embed, rope_frequencies
 
@@ -32,10 +32,13 @@ KNOWN_LAYOUTS = ('vit5 (the authors\' ViT-5)', 'deit3-fb', 'deit3-timm', 'vit5se
 
 
 def detect_layout(sd: StateDict) -> str:
+    """The layout of a backbone's keys (one of :data:`KNOWN_LAYOUTS`)."""
+    return detect_dinov_layout(sd) or _detect_vit5_layout(sd)
+
+
+def _detect_vit5_layout(sd: StateDict) -> str:
+    """ViT-5's and DeiT-III's layouts (a DINO layout ruled out)."""
     keys = set(sd)
-    dinov = detect_dinov_layout(sd)
-    if dinov is not None:
-        return dinov
     if 'blocks.0.ls1.gamma' in keys:
         return 'deit3-timm'
     if 'reg_token' in keys or any(k.endswith(('attn.rope.freqs', 'attn.q_norm.weight')) for k in keys):
@@ -77,13 +80,14 @@ def convert_state_dict(sd: StateDict, layout: Optional[str] = None, rope_theta: 
     """
     if layout is None and any(k.startswith(EOMT_BACKBONE_PREFIX) for k in sd):
         sd = keys_under(sd, EOMT_BACKBONE_PREFIX)  # an EoMT release: its backbone
-    layout = layout or detect_layout(sd)
+    dinov = convert_dinov(_without_classifier(sd), num_heads, layout) if layout in (None, *CONVERTERS) else None
+    layout = dinov[1] if dinov is not None else layout or _detect_vit5_layout(sd)
     if rope_theta is None:
         rope_theta = 100. if layout.startswith('dinov3') else 10000.
     if 'rope_embed.periods' in sd:
         _check_rope('rope_embed.periods', sd['rope_embed.periods'], rope_theta)
-    if layout in CONVERTERS:
-        return convert_dinov(_without_classifier(sd), layout, num_heads), layout
+    if dinov is not None:
+        return dinov
     out = {}
     for key, value in _without_classifier(sd).items():
         if key.endswith(('attn.rope.freqs', 'attn.rope_reg.freqs')):
@@ -180,13 +184,6 @@ def conversion_options(model) -> dict:
 
 def fit_options(model) -> dict:
     return dict(patch_size=model.patch_size, offset=model.interpolate_offset, antialias=model.interpolate_antialias)
-
-
-def convert_loaded(obj, path, use_ema: bool = False, prefix: Optional[str] = None,
-                   grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,
-                   **options) -> Tuple[StateDict, str]:
-    """:func:`vit5seg.models.checkpoint.convert_checkpoint` of a checkpoint object already read from ``path``."""
-    return convert_weights(weights_of(obj, use_ema=use_ema, prefix=prefix), path, grid=grid, fit=fit, **options)
 
 
 def convert_weights(weights: Weights, source, grid: Optional[Tuple[int, int]] = None, fit: Optional[dict] = None,

@@ -7,11 +7,11 @@ from typing import Optional, Tuple
 
 from mmengine.logging import print_log
 
-from .backbone_layouts import (KNOWN_LAYOUTS, check_fits, conversion_options, convert_loaded, convert_state_dict,
+from .backbone_layouts import (KNOWN_LAYOUTS, check_fits, conversion_options, convert_state_dict,
                                convert_weights, detect_layout, first_of, fit_options, fit_to_model, shape_mismatches)
 from .checkpoint_files import (EOMT_BACKBONE_PREFIX, CheckpointError, CheckpointIsDirectory, CheckpointNotFound,
                                NotACheckpoint, StateDict, UnreadableCheckpoint, UnsafeCheckpoint, Weights,
-                               extract_state_dict, is_eomt_release, is_own_layout, keys_under, no_checkpoint_file,
+                               extract_state_dict, is_own_layout, keys_under, no_checkpoint_file,
                                read_checkpoint, read_weights, sniff_format)
 
 
@@ -37,7 +37,7 @@ def load_pretrained(model, path, use_ema: bool = False, allow_unsafe: bool = Fal
 
 __all__ = ['EOMT_BACKBONE_PREFIX', 'KNOWN_LAYOUTS', 'CheckpointError', 'CheckpointIsDirectory', 'CheckpointNotFound',
            'NotACheckpoint', 'StateDict', 'UnreadableCheckpoint', 'UnsafeCheckpoint', 'Weights', 'check_fits',
-           'conversion_options', 'convert_checkpoint', 'convert_loaded', 'convert_state_dict', 'convert_weights',
-           'detect_layout', 'extract_state_dict', 'first_of', 'fit_options', 'fit_to_model', 'is_eomt_release',
+           'conversion_options', 'convert_checkpoint', 'convert_state_dict', 'convert_weights',
+           'detect_layout', 'extract_state_dict', 'first_of', 'fit_options', 'fit_to_model',
            'is_own_layout', 'keys_under', 'load_pretrained', 'no_checkpoint_file', 'read_checkpoint', 'read_weights',
            'shape_mismatches', 'sniff_format']

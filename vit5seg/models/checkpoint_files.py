@@ -245,27 +245,17 @@ def is_own_layout(obj, prefix: Optional[str]) -> bool:
 EOMT_BACKBONE_PREFIX = 'network.encoder.backbone.'
 
 
-def is_eomt_release(sd: StateDict) -> bool:
-    return any(k.startswith('network.') for k in sd)
-
-
 class Weights(NamedTuple):
     """A checkpoint file read: the loaded object, its tensors (:func:`extract_state_dict`) and
-    what they are: an EoMT release, or a backbone or segmentor in this package's own layout
-    (:func:`is_own_layout`), or a backbone of another layout."""
+    whether it is in this package's own layout (:func:`is_own_layout`); which format it is, the
+    rows of :mod:`vit5seg.models.formats` say."""
     obj: object
     state_dict: StateDict
-    is_release: bool
     own_layout: bool
-
-
-def weights_of(obj, use_ema: bool = False, prefix: Optional[str] = None) -> Weights:
-    """A checkpoint object already loaded -> its :class:`Weights`."""
-    sd = extract_state_dict(obj, use_ema=use_ema, prefix=prefix)
-    return Weights(obj, sd, is_eomt_release(sd), is_own_layout(obj, prefix))
 
 
 def read_weights(path, allow_unsafe: bool = False, sha256: Optional[str] = None, use_ema: bool = False,
                  prefix: Optional[str] = None) -> Weights:
     """``path`` (a file or URL) read safely (:func:`read_checkpoint`) and its tensors found."""
-    return weights_of(read_checkpoint(path, allow_unsafe, sha256=sha256), use_ema=use_ema, prefix=prefix)
+    obj = read_checkpoint(path, allow_unsafe, sha256=sha256)
+    return Weights(obj, extract_state_dict(obj, use_ema=use_ema, prefix=prefix), is_own_layout(obj, prefix))

@@ -1,8 +1,8 @@
 """Command-line conversion of backbone checkpoints and EoMT releases (``tools/convert_checkpoint.py``).
 
 :func:`convert_file` is conversion's top: it reads each file once (:mod:`.checkpoint_files`),
-hands the weights once to the release tables (:mod:`.mask_classification.releases`) or, for
-a backbone, to the layouts (:mod:`.backbone_layouts`), and writes the result.
+asks the format rows which one it is and has that row convert it (:mod:`.formats`: the release
+tables or the backbone layouts below it), and writes the result.
 """
 import argparse
 import ast
@@ -13,9 +13,9 @@ from typing import Optional
 import torch
 
 from ..hub import DownloadError
-from .backbone_layouts import convert_weights
+from . import formats
 from .checkpoint_files import CheckpointError, read_weights
-from .mask_classification.releases import convert_release, describe_release
+from .mask_classification.releases import describe_release
 
 
 def parse_arch(text: str):
@@ -36,57 +36,33 @@ def without_class_head(sd: dict) -> tuple:
     return {k: v for k, v in sd.items() if k not in dropped}, dropped
 
 
-def segmentor_state_dict(obj, src) -> dict:
-    """A segmentor's (or detector's) state dict as mmengine saves it: ``state_dict`` or flat."""
-    sd = obj.get('state_dict', obj) if isinstance(obj, dict) else None
-    if not isinstance(sd, dict) or not any(str(k).startswith('decode_head.') for k in sd):
-        raise CheckpointError(f'--drop-head is for a segmentor\'s checkpoint (a training\'s iter_N.pth, a converted '
-                              f'release, or EoMT\'s release file itself); {src} holds no decode_head.* tensors')
-    return sd
-
-
 def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe=False, prefix=None,
                  sha256=None, delta_to=None, meta_out: Optional[dict] = None, drop_head: bool = False) -> str:
     """Convert ``src`` to this package's layout at ``dst``; with ``arch``, first check
-    that a ``ViT5(arch=arch, img_size=img_size)`` loads it. An EoMT release becomes a whole
-    segmentor checkpoint (``delta_to``: the pretrained backbone a delta release is added
-    to). ``drop_head``: a segmentor checkpoint (or a release, converted first) without its
+    that a ``ViT5(arch=arch, img_size=img_size)`` loads it. The file's format is the one row of
+    :data:`.formats.FORMATS` that claims it (an EoMT release becomes a whole segmentor checkpoint;
+    ``delta_to``: the pretrained backbone a delta release is added to, or PMT's frozen encoder).
+    ``drop_head``: a segmentor checkpoint (or a release, converted first) without its
     class-dependent tensors (:func:`without_class_head`), for fine-tuning to another class
     count. Returns the source layout (``meta_out``: updated with the file's meta). Nothing is
     written when anything fails."""
-    model, extra = None, {}
+    model = None
     if arch is not None:
         from .backbones.vit5 import ViT5
         with torch.device('meta'):  # shapes only, no memory
             model = ViT5(arch=arch, img_size=img_size)
     weights = read_weights(src, allow_unsafe, sha256=sha256, use_ema=use_ema, prefix=prefix)
-    obj = weights.obj
-    if weights.is_release:  # at the model's geometry: a release keeps its own (EoMT's patch 16)
-        try:
-            sd, layout, extra = convert_release(weights.state_dict, src, delta_to=delta_to, allow_unsafe=allow_unsafe,
-                                                model=model)
-        except CheckpointError:
-            raise
-        except (RuntimeError, ValueError) as e:  # --arch's heads cannot split the release's channels
-            raise CheckpointError(f'{src} does not fit --arch {arch!r}: {e}') from None
-    elif drop_head:
-        if delta_to is not None or arch is not None:
-            raise CheckpointError('--drop-head keeps a segmentor checkpoint\'s own layout: --delta-to and --arch '
-                                  'are for releases and backbones')
-        sd, layout = segmentor_state_dict(obj, src), 'vit5seg segmentor'
-    else:
-        if delta_to is not None:
-            raise CheckpointError(f'--delta-to is for EoMT\'s delta releases and PMT\'s decoder-only ones; {src} is '
-                                  f'no release')
-        sd, layout = convert_weights(weights, src, model=model, img_size=img_size)
+    row, (sd, layout, extra) = formats.convert(weights, formats.Request(str(src), model, img_size, delta_to, allow_unsafe,
+                                                                drop_head, arch))
     if drop_head:  # the classes it named are not the new model's: no dataset_meta, the release noted as the base
         sd, dropped = without_class_head(sd)
         if not dropped:
             raise CheckpointError(f'--drop-head: {src} has no class-dependent head tensor (conv_seg, class_head, '
                                   f'cls_embed) to drop')
-        extra = dict(dropped_head=dropped, fine_tuned_from=extra.get('eomt_release') or
+        obj = weights.obj
+        extra = dict(dropped_head=dropped, fine_tuned_from=extra.get('release') or
                      {k: v for k, v in dict(obj.get('meta') or {}).items() if k in ('dataset_meta', 'source')})
-    meta = dict(source=str(src), source_layout=layout, ema=use_ema,
+    meta = dict(source=str(src), source_format=row.name, source_layout=layout, ema=use_ema,
                 arch=repr(arch) if arch is not None else None, vit5seg_layout=1, **extra)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     torch.save({'state_dict': sd, 'meta': meta}, dst)

@@ -20,7 +20,7 @@ head, so the adjacent-pair rotation of :func:`vit5seg.models.layers.apply_rope` 
 DINOv3's rotation and q.k is unchanged.
 """
 import re
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -231,9 +231,15 @@ def _dinov3_rules(out: StateDict, num_heads: Optional[int]) -> StateDict:
     return out
 
 
-def convert_dinov(sd: StateDict, layout: str, num_heads: Optional[int] = None) -> StateDict:
+def convert_dinov(sd: StateDict, num_heads: Optional[int] = None,
+                  layout: Optional[str] = None) -> Optional[Tuple[StateDict, str]]:
+    """A DINOv2 / DINOv3 backbone of ``layout`` (detected where None) -> (this package's keys, the
+    layout); None where ``sd`` is none of those layouts."""
+    layout = layout or detect_dinov_layout(sd)
+    if layout is None:
+        return None
     out = CONVERTERS[layout](sd)
-    return _dinov3_rules(out, num_heads) if layout.startswith('dinov3') else out
+    return (_dinov3_rules(out, num_heads) if layout.startswith('dinov3') else out), layout
 
 
 def convert_dinov3_layers(sd: StateDict, num_heads: int) -> StateDict:

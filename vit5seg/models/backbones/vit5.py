@@ -15,6 +15,7 @@ from mmengine.model.weight_init import trunc_normal_
 from mmseg.registry import MODELS
 from timm.layers import PatchEmbed
 
+from ...utils.config_values import defaults_of, plain
 from ..layers import Block, RMSNorm, build_norm, build_rope, check_rms_norm_impl, resize_pos_embed
 
 # The ablation axes of the paper, with ViT-5's published choice for each.
@@ -164,6 +165,19 @@ class ViT5(BaseModule):
 
     Switches left as ``None`` take the preset's value.
     """
+
+    @classmethod
+    def card_rows(cls, given: dict, prefix: str, cfg=None):
+        """The recipe card's rows of a ViT5 config (``given``, at ``prefix``): what its arch's preset
+        fills in with the config's sizes, then the class's defaults, as (section, key, value, where from)."""
+        explicit = {k: v for k, v in given.items() if k != 'type'}
+        arch = {**defaults_of(cls, {}), **explicit}['arch']
+        preset = resolve_arch(arch, **{k: explicit.get(k) for k in ('embed_dims', 'num_layers', 'num_heads')})
+        for name, value in preset.items():
+            if name not in explicit:
+                yield 'model', f'{prefix}.{name}', plain(value), f'preset {arch}'
+        for name, value in defaults_of(cls, {**explicit, **preset}).items():
+            yield 'model', f'{prefix}.{name}', value, 'default'
 
     def __init__(self,
                  arch: Union[str, dict] = 'vit5-base',

@@ -4,7 +4,7 @@ instance), the post-processing rules graphs use, and the release tables. docs/la
 where a new task, decoder or release kind goes."""
 import importlib.util
 
-from .core import EoMTHead, MaskClassificationCore, MaskDecoder, MaskFeatures
+from .core import EncoderPass, MaskClassificationCore, MaskDecoder, MaskFeatures, QueryHead
 from .eomt import EoMTDecoder
 from .pmt import PMTDecoder
 from .segmentor import EoMTEncoderDecoder
@@ -12,5 +12,5 @@ from .segmentor import EoMTEncoderDecoder
 if importlib.util.find_spec('mmdet') is not None:  # panoptic and instance (mmdet: the [mask2former] extra)
     from .detector import EoMT, EoMTDetDataPreprocessor  # noqa: F401  (registered in mmdet)
 
-__all__ = ['EoMTDecoder', 'EoMTEncoderDecoder', 'EoMTHead', 'MaskClassificationCore', 'MaskDecoder', 'MaskFeatures',
-           'PMTDecoder']
+__all__ = ['EncoderPass', 'EoMTDecoder', 'EoMTEncoderDecoder', 'MaskClassificationCore', 'MaskDecoder', 'MaskFeatures',
+           'PMTDecoder', 'QueryHead']

@@ -1,18 +1,19 @@
 """The mask-classification core that every query decoder here shares (mmdet's MaskFormer and
 tue-mps/eomt ``models/eomt.py`` + ``training/mask_classification_*.py`` are the two anchors).
 
-- :class:`EoMTHead`: the queries, the class and mask predictors, the mask annealing state
-  (``mask_probs``, which ``EoMTMaskAnnealingHook`` sets) and the loss with its matching;
+- :class:`QueryHead`: the queries, the class and mask predictors and the loss with its matching
+  (registered also under its first name, ``EoMTHead``, which the configs give);
 - :class:`MaskFeatures`: what a decoder hands the head, one prediction per supervised point;
-- :class:`MaskDecoder`: the base of a decoder, which turns images into those predictions
-  through the backbone and the head (EoMT's last blocks: :mod:`.eomt`);
+- :class:`EncoderPass`: what a decoder reads of the encoder (its taps);
+- :class:`MaskDecoder`: the base of a decoder, which taps the encoder (``encode``) and turns the
+  taps into those predictions (``decode``) through the head (EoMT's last blocks: :mod:`.eomt`);
 - :class:`MaskClassificationCore`: the forward that the mmseg segmentor (:mod:`.segmentor`)
   and the mmdet detector (:mod:`.detector`) share, with the decoder the config names.
 
 A new decoder is one file with a registered :class:`MaskDecoder` subclass (docs/layout.md).
 """
 import math
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -26,17 +27,32 @@ from mmseg.registry import MODELS
 from mmseg.utils import MatchMasks, seg_data_to_instance_data
 from timm.layers import LayerNorm2d
 
+from ...utils.config_values import defaults_of, flatten
 from ..backbones.vit5 import ViT5
 
 
 class MaskFeatures(NamedTuple):
     """What a decoder hands the head: one (class, mask) prediction per supervised point
     (EoMT, training: the input of each of the last blocks, then the output; inference: the
-    output only; the last is the prediction), the input's size and its patch grid."""
+    output only; the last is the prediction), the input's size and its patch grid; ``state``:
+    what the decoder hands its next call where a task carries one (a video task: the output
+    queries of one frame for the next), else None."""
     class_logits: List[torch.Tensor]    # each (B, Q, K + 1)
     mask_logits: List[torch.Tensor]     # each (B, Q, 4h, 4w) for patch 16
     input_size: Tuple[int, int]         # (H, W) of the image the backbone saw
     padded_size: Tuple[int, int]        # (h * patch, w * patch): what the masks cover
+    state: Optional[object] = None
+
+
+class EncoderPass(NamedTuple):
+    """What a decoder reads of the encoder's pass over a batch (:meth:`MaskDecoder.encode`): its
+    taps (each (B, N, C), in the decoder's order), the patch grid, the taps' RoPE table (None
+    without RoPE) and the size of the input the encoder saw. A pass shared by several decoders
+    (``vit5seg.apis.all_tasks``) hands each the taps it names (:attr:`MaskDecoder.tap_indices`)."""
+    taps: List[torch.Tensor]
+    grid: Tuple[int, int]
+    rope: Optional[torch.Tensor]
+    input_size: Tuple[int, int]
 
 
 class ScaleUp(nn.Module):
@@ -53,15 +69,17 @@ class ScaleUp(nn.Module):
         return self.norm(self.dw(self.act(self.up(x))))
 
 
-@MODELS.register_module()
-class EoMTHead(BaseDecodeHead):
-    """The queries, their class and mask predictors, and the mask-classification loss.
+@MODELS.register_module(name=['QueryHead', 'EoMTHead'])
+class QueryHead(BaseDecodeHead):
+    """The queries, their class and mask predictors, and the mask-classification loss: what every
+    query decoder reads and writes through (the decoder owns its own state, EoMT's annealed masks).
 
     Args:
         in_channels: the backbone's width.
         num_classes: K; the class head predicts K + 1 (the last: no object).
         num_queries: Q learned queries (100 for ADE20K).
-        num_blocks: the last ``num_blocks`` backbone blocks see the queries.
+        num_blocks: the blocks that see the queries and anneal their masks (EoMT: the backbone's
+            last ``num_blocks``; PMT: its decoder's blocks).
         patch_size: the backbone's patch; masks are predicted at 4 px (log2(patch) - 2
             x2 steps, at least one).
         loss_decode: three losses named ``loss_cls_ce`` (the class CE, with the
@@ -85,17 +103,23 @@ class EoMTHead(BaseDecodeHead):
         steps = max(1, int(math.log2(patch_size)) - 2)
         self.upscale = nn.Sequential(*[ScaleUp(C) for _ in range(steps)])
         self.mask_scale = 2 ** steps  # mask pixels per patch side
-        # P_i of each masked block, first block first; set every iteration by EoMTMaskAnnealingHook
-        # (the decoder reads it: a query sees only its predicted mask with probability P_i)
-        self.mask_probs = [1.0] * num_blocks
         self.train_cfg = train_cfg
         if train_cfg:
             self.match_masks = MatchMasks(num_points=train_cfg['num_points'], num_queries=num_queries,
                                           num_classes=num_classes, assigner=train_cfg['assigner'])
         names = [loss.loss_name for loss in self._losses()]
         if sorted(names) != ['loss_cls_ce', 'loss_mask_ce', 'loss_mask_dice']:
-            raise ValueError(f'EoMTHead needs three losses named loss_cls_ce, loss_mask_ce and loss_mask_dice, '
+            raise ValueError(f'QueryHead needs three losses named loss_cls_ce, loss_mask_ce and loss_mask_dice, '
                              f'got {names}')
+
+    @classmethod
+    def card_rows(cls, given: dict, prefix: str, cfg):
+        """The recipe card's row where the queries' masks are never annealed (no custom hook that
+        anneals them: a hook class with ``anneals_masks``), as (section, key, value, where from)."""
+        from mmengine.registry import HOOKS
+        hooks = [HOOKS.get(h['type']) for h in (cfg.get('custom_hooks') or []) if isinstance(h.get('type'), str)]
+        if not any(getattr(h, 'anneals_masks', False) for h in hooks):
+            yield 'schedule', 'mask annealing', 'none: the masks stay on (no EoMTMaskAnnealingHook)', 'derived'
 
     def _losses(self) -> Sequence[nn.Module]:
         return self.loss_decode if isinstance(self.loss_decode, nn.ModuleList) else [self.loss_decode]
@@ -190,15 +214,35 @@ class EoMTHead(BaseDecodeHead):
 
 class MaskDecoder(nn.Module):
     """The base of a query decoder: images -> :class:`MaskFeatures` through ``backbone`` (a
-    :class:`ViT5`) and ``head`` (an :class:`EoMTHead`: its queries, its predictors, its
-    ``mask_probs``), which are the model's and passed in, so a checkpoint keeps them under
-    ``backbone.*`` and ``decode_head.*`` whatever the decoder; a decoder's own weights
-    (if any) are the model's ``decoder.*``.
+    :class:`ViT5`) and ``head`` (a :class:`QueryHead`: its queries and predictors), which are the
+    model's and passed in, so a checkpoint keeps them under ``backbone.*`` and ``decode_head.*``
+    whatever the decoder; a decoder's own weights (if any) are the model's ``decoder.*``, and so
+    is its own state (EoMT's annealed mask probabilities).
 
-    ``supervise``: training, where every prediction in the list is supervised (the last one
-    is the model's prediction); at inference a decoder may return the last one only."""
+    Two steps, which the segmentor, the detector and a pass shared by several tasks all call:
+    :meth:`encode` (the encoder's part: the taps this decoder reads) and :meth:`decode` (those
+    taps -> the predictions). ``supervise``: training, where every prediction in the list is
+    supervised (the last one is the model's prediction); at inference a decoder may return the
+    last one only. ``state``: what the previous call's :class:`MaskFeatures` handed on, for a
+    task that carries one from call to call (None otherwise)."""
 
-    def check_parts(self, backbone: ViT5, head: EoMTHead) -> None:
+    #: the encoder blocks whose normed tokens :meth:`encode` taps, in order; None where the
+    #: decoder runs inside the encoder (EoMT) and so cannot read another decoder's pass
+    tap_indices: Optional[Tuple[int, ...]] = None
+    #: the backbone's last blocks that see the queries (EoMT's), which layer decay may leave at the full rate
+    encoder_blocks_with_queries: int = 0
+    #: P_i of each block with masked attention, first block first: the decoder's own state, set every
+    #: iteration by EoMTMaskAnnealingHook (a query sees only its predicted mask with probability P_i)
+    mask_probs: List[float] = []
+
+    @classmethod
+    def card_rows(cls, given: dict, prefix: str, cfg=None):
+        """The recipe card's rows: the arguments a config leaves to this decoder's defaults."""
+        for name, value in defaults_of(cls, given).items():
+            for key, item in flatten(f'{prefix}.{name}', value):
+                yield 'model', key, item, 'default'
+
+    def check_parts(self, backbone: ViT5, head: QueryHead) -> None:
         """Raise where ``backbone`` and ``head`` cannot work with this decoder."""
         if head.in_channels != backbone.embed_dims:
             raise ValueError(f'decode_head.in_channels={head.in_channels} differs from the backbone width '
@@ -207,13 +251,39 @@ class MaskDecoder(nn.Module):
             raise ValueError(f'decode_head.patch_size={head.patch_size} differs from the backbone\'s '
                              f'{backbone.patch_size}')
 
-    def forward(self, backbone: ViT5, head: EoMTHead, inputs: torch.Tensor, supervise: bool) -> MaskFeatures:
+    def encode(self, backbone: ViT5, inputs: torch.Tensor) -> EncoderPass:
+        """Images (B, 3, H, W) -> the encoder's normed tokens at :attr:`tap_indices`."""
+        if self.tap_indices is None:
+            raise NotImplementedError(f'{type(self).__name__} names no tap_indices: it must define encode()')
+        taps, grid, rope = backbone.normed_tokens(inputs, self.tap_indices)
+        return EncoderPass(taps, grid, rope, tuple(inputs.shape[-2:]))
+
+    def shared_pass(self, taps: Dict[int, torch.Tensor], grid: Tuple[int, int], rope: Optional[torch.Tensor],
+                    input_size: Tuple[int, int]) -> EncoderPass:
+        """What this decoder reads of one encoder pass made for several decoders (``taps``: block ->
+        its normed tokens, a superset of :attr:`tap_indices`)."""
+        if self.tap_indices is None:
+            raise ValueError(f'{type(self).__name__} runs inside the encoder: it cannot read a shared pass')
+        return EncoderPass([taps[i] for i in self.tap_indices], grid, rope, tuple(input_size))
+
+    def decode(self, backbone: ViT5, head: QueryHead, encoded: EncoderPass, supervise: bool,
+               state: Optional[object] = None) -> MaskFeatures:
         raise NotImplementedError
+
+    def forward(self, backbone: ViT5, head: QueryHead, inputs: torch.Tensor, supervise: bool,
+                state: Optional[object] = None) -> MaskFeatures:
+        return self.decode(backbone, head, self.encode(backbone, inputs), supervise, state)
+
+    def refuse_state(self, state: Optional[object]) -> None:
+        """For a decoder that carries nothing from one call to the next."""
+        if state is not None:
+            raise ValueError(f'{type(self).__name__} carries no state from one call to the next; a task that '
+                             f'hands one on needs a decoder that reads it')
 
 
 class MaskClassificationCore:
     """The forward of a mask-classification model over ``self.backbone`` (a :class:`ViT5`),
-    ``self.decode_head`` (an :class:`EoMTHead`) and ``self.decoder`` (a :class:`MaskDecoder`;
+    ``self.decode_head`` (a :class:`QueryHead`) and ``self.decoder`` (a :class:`MaskDecoder`;
     EoMT's by default): the one implementation behind mmseg's ``EoMTEncoderDecoder`` and
     mmdet's ``EoMT`` detector. Both keep the parts under these names, so one checkpoint
     loads in either."""
@@ -226,8 +296,8 @@ class MaskClassificationCore:
 
     def check_eomt_parts(self):
         bb, head = self.backbone, self.decode_head
-        if not isinstance(bb, ViT5) or not isinstance(head, EoMTHead):
-            raise TypeError(f'{type(self).__name__} needs a ViT5 backbone and an EoMTHead, got '
+        if not isinstance(bb, ViT5) or not isinstance(head, QueryHead):
+            raise TypeError(f'{type(self).__name__} needs a ViT5 backbone and a QueryHead, got '
                             f'{type(bb).__name__} and {type(head).__name__}')
         if not isinstance(self.decoder, MaskDecoder):
             raise TypeError(f'{type(self).__name__}.decoder must be a MaskDecoder, got {type(self.decoder).__name__}')
@@ -238,11 +308,13 @@ class MaskClassificationCore:
         """The decoder's masked attention (EoMT's: :meth:`.eomt.EoMTDecoder.attention_mask`)."""
         return self.decoder.attention_mask(self.decode_head, mask_logits, grid, prob, num_tokens)
 
-    def extract_feat(self, inputs: torch.Tensor) -> MaskFeatures:
-        return self.decoder(self.backbone, self.decode_head, inputs, self.training)
+    def extract_feat(self, inputs: Optional[torch.Tensor], encoded: Optional[EncoderPass] = None,
+                     state: Optional[object] = None) -> MaskFeatures:
+        """The decoder's predictions for ``inputs``, or from ``encoded`` (an encoder pass already
+        made, shared with other decoders); ``state``: the previous call's ``MaskFeatures.state``."""
+        if encoded is None:
+            encoded = self.decoder.encode(self.backbone, inputs)
+        return self.decoder.decode(self.backbone, self.decode_head, encoded, self.training, state)
 
 
-EoMTCore = MaskClassificationCore      # the names of earlier releases
-EoMTFeatures = MaskFeatures
-
-__all__ = ['EoMTCore', 'EoMTFeatures', 'EoMTHead', 'MaskClassificationCore', 'MaskDecoder', 'MaskFeatures', 'ScaleUp']
+__all__ = ['EncoderPass', 'MaskClassificationCore', 'MaskDecoder', 'MaskFeatures', 'QueryHead', 'ScaleUp']

@@ -2,7 +2,7 @@
 (docs/panoptic.md): the tasks' glue around the core.
 
 The network, its per-block predictions, the mask annealing and the loss are the core's
-(:class:`.core.MaskClassificationCore`, :class:`.core.EoMTHead` and the decoder the config
+(:class:`.core.MaskClassificationCore`, :class:`.core.QueryHead` and the decoder the config
 names, EoMT's by default): one implementation for both libraries, and one checkpoint layout
 (``backbone.*``, ``decode_head.*``, a decoder's own ``decoder.*``). What is mmdet's
 here is what surrounds it: targets from ``gt_instances`` (things) and ``gt_sem_seg``
@@ -21,7 +21,7 @@ from mmengine.registry import DefaultScope
 from mmengine.structures import InstanceData
 from mmseg.registry import MODELS as SEG_MODELS
 
-from .core import MaskClassificationCore
+from .core import EncoderPass, MaskClassificationCore
 
 
 @DET_MODELS.register_module()
@@ -32,7 +32,7 @@ class EoMT(MaskClassificationCore, MaskFormer):
     Args:
         backbone: a ViT5 of mmseg's registry (``type='ViT5'`` or ``'mmseg.ViT5'``) with
             ``final_norm=True``.
-        decode_head: an EoMTHead of mmseg's registry; ``num_classes`` = things + stuff.
+        decode_head: a QueryHead of mmseg's registry; ``num_classes`` = things + stuff.
         num_things_classes, num_stuff_classes: things come first (mmdet's rule); instance
             models have no stuff.
         panoptic_fusion_head: mmdet's ``MaskFormerFusionHead``; its class counts are set here.
@@ -81,9 +81,11 @@ class EoMT(MaskClassificationCore, MaskFormer):
     def loss(self, batch_inputs: torch.Tensor, batch_data_samples) -> dict:
         return self.decode_head.loss_targets(self.extract_feat(batch_inputs), self.targets(batch_data_samples))
 
-    def predict_logits(self, batch_inputs: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Class logits (B, Q, K + 1) and mask logits (B, Q, H, W) at the input's (padded) size."""
-        feats = self.extract_feat(batch_inputs)
+    def predict_logits(self, batch_inputs: Optional[torch.Tensor],
+                       encoded: Optional[EncoderPass] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Class logits (B, Q, K + 1) and mask logits (B, Q, H, W) at the input's (padded) size, of
+        ``batch_inputs`` or of an encoder pass already made (``encoded``)."""
+        feats = self.extract_feat(batch_inputs, encoded)
         class_logits, mask_logits = self.decode_head(feats)
         # EoMT: bilinear to the padded input; the fusion head crops the padding, then resizes
         masks = F.interpolate(mask_logits, size=feats.padded_size, mode='bilinear', align_corners=False)
@@ -91,7 +93,12 @@ class EoMT(MaskClassificationCore, MaskFormer):
         return class_logits, masks[..., :H, :W]
 
     def predict(self, batch_inputs: torch.Tensor, batch_data_samples, rescale: bool = True):
-        class_logits, masks = self.predict_logits(batch_inputs)
+        return self.predict_encoded(None, batch_data_samples, rescale, batch_inputs)
+
+    def predict_encoded(self, encoded: Optional[EncoderPass], batch_data_samples, rescale: bool = True,
+                        batch_inputs: Optional[torch.Tensor] = None):
+        """mmdet's ``predict`` from an encoder pass already made (one shared by several tasks' decoders)."""
+        class_logits, masks = self.predict_logits(batch_inputs, encoded)
         results = self.panoptic_fusion_head.predict(class_logits, masks, batch_data_samples, rescale=rescale)
         return self.add_pred_to_datasample(batch_data_samples, results)
 

@@ -22,7 +22,7 @@ from mmseg.registry import MODELS
 
 from ..backbones.vit5 import ViT5
 from ..layers import prepend_identity_rows
-from .core import EoMTHead, MaskDecoder, MaskFeatures
+from .core import EncoderPass, MaskDecoder, MaskFeatures, QueryHead
 
 
 def _run_block(blk: nn.Module, x: torch.Tensor, rope: Optional[torch.Tensor], attn_mask: Optional[torch.Tensor],
@@ -30,7 +30,7 @@ def _run_block(blk: nn.Module, x: torch.Tensor, rope: Optional[torch.Tensor], at
     return blk.forward_cp(x, rope, attn_mask) if use_cp else blk(x, rope, attn_mask)
 
 
-def _predict(norm: nn.Module, head: EoMTHead, x: torch.Tensor,
+def _predict(norm: nn.Module, head: QueryHead, x: torch.Tensor,
              grid: Tuple[int, int]) -> Tuple[torch.Tensor, torch.Tensor]:
     """Tokens (B, Q + 1 + h*w + R, C) through the final norm -> the head's class and mask logits."""
     x = norm(x)
@@ -50,11 +50,11 @@ def _drop_rows(rows: torch.Tensor, prob: float) -> torch.Tensor:
 @MODELS.register_module()
 class EoMTDecoder(MaskDecoder):
     """The queries through the backbone's last ``head.num_blocks`` blocks, with masked
-    attention annealed by ``head.mask_probs`` (see the module docstring)."""
+    attention annealed by its ``mask_probs`` (see the module docstring)."""
 
     _compiled = None  # (block, prediction) made on first use with model.backbone.compile
 
-    def check_parts(self, backbone: ViT5, head: EoMTHead) -> None:
+    def check_parts(self, backbone: ViT5, head: QueryHead) -> None:
         if backbone.frozen:
             raise ValueError('EoMT trains its queries through the backbone\'s own blocks, so its backbone cannot be '
                              'frozen: set model.backbone.frozen=False, or use a decoder of its own '
@@ -67,6 +67,9 @@ class EoMTDecoder(MaskDecoder):
             raise ValueError(f'decode_head.num_blocks={head.num_blocks} must be within 1..{backbone.num_layers} '
                              f'(the backbone\'s blocks)')
         self._compiled = None
+        self.first_block = backbone.num_layers - head.num_blocks   # where the queries join
+        self.encoder_blocks_with_queries = head.num_blocks
+        self.mask_probs = [1.0] * head.num_blocks
 
     def __getstate__(self):
         # compiled functions' caches belong to this instance: a copy (EMA, pickling) compiles its own
@@ -89,7 +92,7 @@ class EoMTDecoder(MaskDecoder):
         return self._compiled
 
     @staticmethod
-    def attention_mask(head: EoMTHead, mask_logits: torch.Tensor, grid: Tuple[int, int], prob: float,
+    def attention_mask(head: QueryHead, mask_logits: torch.Tensor, grid: Tuple[int, int], prob: float,
                        num_tokens: int) -> torch.Tensor:
         """(B, 1, N, N) boolean, True where attention is allowed: a query sees a patch only
         inside its predicted mask (logits > 0 at the patch grid); with probability 1 - prob
@@ -101,25 +104,37 @@ class EoMTDecoder(MaskDecoder):
         mask[:, :Q, Q + 1:Q + 1 + h * w] = _drop_rows(inside.flatten(2), prob)   # (B, Q, h*w)
         return mask[:, None]
 
-    def forward(self, backbone: ViT5, head: EoMTHead, inputs: torch.Tensor, supervise: bool) -> MaskFeatures:
+    def encode(self, backbone: ViT5, inputs: torch.Tensor) -> EncoderPass:
+        """The blocks before the queries join: their output tokens (B, 1 + h*w + R, C) as the one tap,
+        which only this decoder's :meth:`decode` reads (the rest of the pass is the decoder's)."""
         bb = backbone
-        B, (H, W) = inputs.shape[0], inputs.shape[-2:]
-        compiled = bb.compile_cfg is not None
-        x, grid, rope = bb.embed(inputs, real_rope=compiled)  # (B, 1 + h*w + R, C); inductor: real RoPE
+        x, grid, rope = bb.embed(inputs, real_rope=bb.compile_cfg is not None)  # inductor: real RoPE
+        run_block, _ = self._block_and_prediction(bb)
+        use_cp = bb.with_cp and bb.training and torch.is_grad_enabled()
+        for blk in bb.blocks[:self.first_block]:
+            x = run_block(blk, x, rope, None, use_cp)
+        return EncoderPass([x], grid, rope, tuple(inputs.shape[-2:]))
+
+    def decode(self, backbone: ViT5, head: QueryHead, encoded: EncoderPass, supervise: bool,
+               state: Optional[object] = None) -> MaskFeatures:
+        """The queries join the tokens before the last ``head.num_blocks`` blocks, which run with the
+        masked attention (training) and read a prediction at each through the final norm."""
+        self.refuse_state(state)
+        bb = backbone
+        (x,), grid, rope = encoded.taps, encoded.grid, encoded.rope
+        B = x.shape[0]
         run_block, predict = self._block_and_prediction(bb)
-        first = bb.num_layers - head.num_blocks
         use_cp = bb.with_cp and supervise and torch.is_grad_enabled()
+        x = torch.cat([head.queries.weight[None].expand(B, -1, -1).to(x.dtype), x], dim=1)
+        rope = None if rope is None else prepend_identity_rows(rope, head.num_queries)
         class_logits, mask_logits = [], []
-        for i, blk in enumerate(bb.blocks):
+        for i, blk in enumerate(bb.blocks[self.first_block:]):
             attn_mask = None
-            if i == first:
-                x = torch.cat([head.queries.weight[None].expand(B, -1, -1).to(x.dtype), x], dim=1)
-                rope = None if rope is None else prepend_identity_rows(rope, head.num_queries)
-            if i >= first and supervise:
+            if supervise:
                 cls, masks = predict(bb.norm, head, x, grid)
                 class_logits.append(cls)
                 mask_logits.append(masks)
-                prob = head.mask_probs[i - first]
+                prob = self.mask_probs[i]
                 if prob > 0:
                     attn_mask = self.attention_mask(head, masks, grid, prob, x.shape[1])
             x = run_block(blk, x, rope, attn_mask, use_cp)
@@ -127,7 +142,7 @@ class EoMTDecoder(MaskDecoder):
         class_logits.append(cls)
         mask_logits.append(masks)
         h, w = grid
-        return MaskFeatures(class_logits, mask_logits, (H, W), (h * bb.patch_size, w * bb.patch_size))
+        return MaskFeatures(class_logits, mask_logits, encoded.input_size, (h * bb.patch_size, w * bb.patch_size))
 
 
 __all__ = ['EoMTDecoder']

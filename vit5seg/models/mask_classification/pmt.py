@@ -10,7 +10,7 @@ PMT keeps the encoder frozen and mimics those blocks in a decoder of its own:
    the levels are summed;
 2. the head's queries are prepended, and ``num_blocks`` DINOv3-style blocks (LayerNorm, no key
    bias, LayerScale from 1, a GELU MLP of ``hidden_dims``) run with EoMT's masked attention and
-   its annealing (``head.mask_probs``); every prediction is read through the decoder's LayerNorm
+   its annealing (the decoder's ``mask_probs``); every prediction is read through the decoder's LayerNorm
    by the head (EoMT's class head, mask MLP and upscaling);
 3. RoPE: the encoder's own tables where it is DINOv3, PMT's DINOv3-style tables otherwise
    (``DINOv3ViTRopePositionEmbedding`` in models/layers.py: theta 100, and while training one
@@ -21,8 +21,7 @@ Token order in the blocks is ``[queries (Q), cls, patches (h*w), registers (R)]`
 the order, and only the patches are rotated). Training supervises the prediction before every
 block and after the last; at inference the masks are open and one prediction is made, as EoMT.
 """
-import contextlib
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -31,7 +30,7 @@ from mmseg.registry import MODELS
 
 from ..backbones.vit5 import ViT5
 from ..layers import Block, Dinov3Rope, prepend_identity_rows
-from .core import EoMTHead, MaskDecoder, MaskFeatures
+from .core import EncoderPass, MaskDecoder, MaskFeatures, QueryHead
 from .eomt import EoMTDecoder, _predict
 
 LATERAL_PROJECTIONS = ('mlp', 'linear', None)
@@ -94,9 +93,8 @@ class PMTDecoder(MaskDecoder):
         self.norm = nn.LayerNorm(C)
         self.rope = None  # the own tables, made by check_parts once the encoder's registers are known
         self.uses_encoder_rope = False
-        self._given = None  # the encoder's taps of a pass shared with other decoders (given_taps)
 
-    def check_parts(self, backbone: ViT5, head: EoMTHead) -> None:
+    def check_parts(self, backbone: ViT5, head: QueryHead) -> None:
         super().check_parts(backbone, head)
         if backbone.embed_dims != self.embed_dims:
             raise ValueError(f'model.decoder.embed_dims={self.embed_dims} differs from the backbone width '
@@ -108,6 +106,7 @@ class PMTDecoder(MaskDecoder):
         if bad:
             raise ValueError(f'model.decoder.interaction_indices {bad} are not blocks of the backbone '
                              f'(0..{backbone.num_layers - 1})')
+        self.mask_probs = [1.0] * len(self.blocks)
         encoder_rope = backbone.settings['use_rope'] == 'dinov3'
         if self.rope_rule == 'encoder' and not encoder_rope:
             raise ValueError("model.decoder.rope='encoder' needs a DINOv3 backbone (use_rope='dinov3')")
@@ -125,33 +124,20 @@ class PMTDecoder(MaskDecoder):
             return self.rope(grid, device, dtype)
         return encoder_rope if self.uses_encoder_rope else None
 
-    def encode(self, backbone: ViT5,
-               inputs: torch.Tensor) -> Tuple[List[torch.Tensor], Tuple[int, int], Optional[torch.Tensor]]:
-        """Image (B, 3, H, W) -> the encoder's normed tokens at the interaction indices (each
-        (B, 1 + h*w + R, C)), the patch grid and the RoPE table of those tokens (or None); inside
-        :meth:`given_taps`, the taps given there."""
-        if self._given is not None:
-            taps, grid, encoder_rope = self._given
-        else:
-            taps, grid, encoder_rope = backbone.normed_tokens(inputs, self.interaction_indices)
-        return taps, grid, self.tables(grid, encoder_rope, inputs.device, taps[0].dtype)
+    @property
+    def tap_indices(self) -> Tuple[int, ...]:
+        return self.interaction_indices
 
-    @contextlib.contextmanager
-    def given_taps(self, taps: List[torch.Tensor], grid: Tuple[int, int], encoder_rope: Optional[torch.Tensor]):
-        """Within: the forward reads these taps of the encoder (one pass shared by several decoders,
-        :class:`vit5seg.apis.all_tasks.AllTasksModel`) instead of running it."""
-        if len(taps) != len(self.interaction_indices):
-            raise ValueError(f'PMTDecoder: {len(taps)} taps given for {len(self.interaction_indices)} interaction '
+    def decode(self, backbone: ViT5, head: QueryHead, encoded: EncoderPass, supervise: bool,
+               state: Optional[object] = None) -> MaskFeatures:
+        """The encoder's normed tokens at the interaction indices (each (B, 1 + h*w + R, C)) -> the
+        head's predictions."""
+        self.refuse_state(state)
+        levels, grid = encoded.taps, encoded.grid
+        if len(levels) != len(self.interaction_indices):
+            raise ValueError(f'PMTDecoder: {len(levels)} taps given for {len(self.interaction_indices)} interaction '
                              f'indices')
-        self._given = (taps, grid, encoder_rope)
-        try:
-            yield self
-        finally:
-            self._given = None
-
-    def decode(self, head: EoMTHead, levels: List[torch.Tensor], grid: Tuple[int, int], rope: Optional[torch.Tensor],
-               input_size: Tuple[int, int], patch_size: int, supervise: bool) -> MaskFeatures:
-        """The encoder's features (:meth:`encode`) -> the head's predictions."""
+        rope = self.tables(grid, encoded.rope, levels[0].device, levels[0].dtype)
         x = 0
         for norm, lateral, scaler, level in zip(self.lateral_norms, self.lateral, self.scalers, levels):
             level = norm(level.transpose(1, 2).unsqueeze(-1)).squeeze(-1).transpose(1, 2)   # (B, N, C)
@@ -166,18 +152,15 @@ class PMTDecoder(MaskDecoder):
                 cls, masks = _predict(self.norm, head, x, grid)
                 class_logits.append(cls)
                 mask_logits.append(masks)
-                if head.mask_probs[i] > 0:
-                    attn_mask = self.attention_mask(head, masks, grid, head.mask_probs[i], x.shape[1])
+                if self.mask_probs[i] > 0:
+                    attn_mask = self.attention_mask(head, masks, grid, self.mask_probs[i], x.shape[1])
             x = blk(x, rope, attn_mask)
         cls, masks = _predict(self.norm, head, x, grid)
         class_logits.append(cls)
         mask_logits.append(masks)
         h, w = grid
-        return MaskFeatures(class_logits, mask_logits, tuple(input_size), (h * patch_size, w * patch_size))
-
-    def forward(self, backbone: ViT5, head: EoMTHead, inputs: torch.Tensor, supervise: bool) -> MaskFeatures:
-        levels, grid, rope = self.encode(backbone, inputs)
-        return self.decode(head, levels, grid, rope, inputs.shape[-2:], backbone.patch_size, supervise)
+        p = backbone.patch_size
+        return MaskFeatures(class_logits, mask_logits, encoded.input_size, (h * p, w * p))
 
 
 __all__ = ['PMTDecoder']

@@ -91,15 +91,12 @@ def named_side(source: str) -> Optional[int]:
     return int(found[-1]) if found else None
 
 
-def release_decoder(converted: StateDict) -> str:
-    """``'pmt'`` where the converted release has a decoder of its own (PMT's), ``'eomt'`` otherwise."""
-    return 'pmt' if any(k.startswith('decoder.') for k in converted) else 'eomt'
-
-
-def release_kind(converted: StateDict) -> Optional[ReleaseKind]:
+def release_kind(converted: StateDict, decoder: str = 'eomt') -> Optional[ReleaseKind]:
+    """The row of ``decoder``'s table (a key of :data:`DECODERS`) the converted release's classes and
+    queries show, or None."""
     classes = converted['decode_head.class_head.weight'].shape[0] - 1
     queries = converted['decode_head.queries.weight'].shape[0]
-    kinds = DECODERS[release_decoder(converted)][1]
+    kinds = DECODERS[decoder][1]
     return next((k for k in kinds if (k.classes, k.queries) == (classes, queries)), None)
 
 
@@ -118,14 +115,15 @@ def to_panoptic_order(converted: StateDict) -> StateDict:
     return out
 
 
-def release_meta(converted: StateDict, layout: str = '', source: str = '') -> dict:
-    """What a converted release is, for the checkpoint's ``meta['eomt_release']``: its task
+def release_meta(converted: StateDict, decoder: str, layout: str = '', source: str = '') -> dict:
+    """What a converted release of ``decoder`` (``'eomt'``, ``'pmt'``) is, for the checkpoint's
+    ``meta['release']``: its task
     and dataset where the kind is known, classes, queries, patch and position grid, the
     backbone family and width, the class order, and the shipped config it fits (None if none).
     A release without a position grid fits the config of the side its name (``source``) gives."""
     classes = converted['decode_head.class_head.weight'].shape[0] - 1
     queries = converted['decode_head.queries.weight'].shape[0]
-    kind = release_kind(converted)
+    kind = release_kind(converted, decoder)
     pos = converted.get('backbone.pos_embed')
     side = int(round(pos.shape[1] ** 0.5)) if pos is not None else None
     side = side if side and side * side == pos.shape[1] else None  # EoMT's inputs are square
@@ -133,7 +131,6 @@ def release_meta(converted: StateDict, layout: str = '', source: str = '') -> di
     width = converted['backbone.patch_embed.proj.weight'].shape[0]
     family = layout.split('-')[0] or None
     named = named_side(source)
-    decoder = release_decoder(converted)
     config, side_from = None, 'the position grid' if side else 'the name' if named else 'a default'
     if kind is not None and kind.config and family in ('dinov2', 'dinov3') and width in WIDTHS:
         px = side * patch if side else named or DEFAULT_SIDE[kind.task]
@@ -149,7 +146,7 @@ def release_meta(converted: StateDict, layout: str = '', source: str = '') -> di
 def describe_release(meta: dict) -> Optional[str]:
     """One sentence on the EoMT or PMT release a checkpoint's ``meta`` records and the config it fits;
     None for any other checkpoint."""
-    info = meta.get('eomt_release')
+    info = meta.get('release')
     if not isinstance(info, dict):
         return None
     grid = info.get('grid')
@@ -211,7 +208,7 @@ def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: O
                                                               model=model)
     out = {f'backbone.{k}': v for k, v in converted.items()}
     out.update(_renamed(sd, _HEAD_RENAMES, EOMT_BACKBONE_PREFIX, _DROPPED, 'EoMT'))
-    kind = release_kind(out)
+    kind = release_kind(out, 'eomt')
     return (to_panoptic_order(out) if kind is not None and kind.reorder else out), layout, base_layout
 
 
@@ -227,12 +224,6 @@ PMT_BLOCKS_PREFIX = 'network.decoder.blocks.'
 # the annealing state, PMT's own RoPE tables (recomputed), the pixel statistics, the loss weights
 _PMT_DROPPED = re.compile(r'^(network\.decoder\.attn_mask_probs$|network\.rope\.|network\.encoder\.pixel_(mean|std)$'
                           r'|network\._attn_mask_probs_fallback$|criterion\.)')
-
-
-def is_pmt_release(sd: StateDict) -> bool:
-    """PMT's decoder-only release: a ``network.decoder`` and no encoder tensor."""
-    return (any(k.startswith('network.decoder.') for k in sd)
-            and not any(k.startswith(EOMT_BACKBONE_PREFIX) for k in sd))
 
 
 def convert_pmt_release(sd: StateDict, base: Optional[Weights], model: Optional[torch.nn.Module] = None,
@@ -268,35 +259,33 @@ def release_dataset_meta(release: dict) -> Optional[dict]:
     return meta
 
 
-def convert_release(sd: StateDict, source, delta_to=None, allow_unsafe: bool = False,
+def convert_release(sd: StateDict, source, decoder: str, delta_to=None, allow_unsafe: bool = False,
                     model: Optional[torch.nn.Module] = None) -> Tuple[StateDict, str, dict]:
-    """The release ``sd`` (read from ``source``) converted: (segmentor state dict, its layout
-    in words, the checkpoint meta that names it: ``eomt_release`` and, where a shipped config
-    fits it, ``dataset_meta``). ``delta_to``: the pretrained backbone file a delta release is
-    added to; ``model``: a backbone the result must load into at its geometry."""
+    """The release ``sd`` of ``decoder`` (``'eomt'``: a whole model; ``'pmt'``: its decoder only; what the
+    checkpoint format's row says it is) read from ``source``, converted: (segmentor state dict, its layout
+    in words, the checkpoint meta that names it: ``release`` and, where a shipped config fits it,
+    ``dataset_meta``). ``delta_to``: the pretrained backbone file a delta release is added to, or PMT's
+    frozen encoder; ``model``: a backbone the result must load into at its geometry."""
     base = read_weights(delta_to, allow_unsafe) if delta_to is not None else None
-    pmt = is_pmt_release(sd)
     try:
-        if pmt:
-            out, base_layout = convert_pmt_release(sd, base=base, model=model, base_source=str(delta_to))
-            layout = base_layout
+        if decoder == 'pmt':
+            out, layout = convert_pmt_release(sd, base=base, model=model, base_source=str(delta_to))
+            words = f'pmt-release (decoder only), encoder {delta_to} [{layout}]'
         else:
             out, layout, base_layout = convert_eomt_release(sd, base=base, model=model, source=str(source),
                                                             base_source=str(delta_to))
+            words = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
     except CheckpointMismatch:
         raise  # it names the file and the model
     except CheckpointError as e:
         raise CheckpointError(f'{source}: {e}') from None
-    meta = dict(eomt_release=release_meta(out, layout, str(source)))
-    dataset_meta = release_dataset_meta(meta['eomt_release'])
+    meta = dict(release=release_meta(out, decoder, layout, str(source)))
+    dataset_meta = release_dataset_meta(meta['release'])
     if dataset_meta is not None:  # mmdet's init_detector and mmseg's init_model name the classes from it
         meta['dataset_meta'] = dataset_meta
-    if pmt:
-        return out, f'pmt-release (decoder only), encoder {delta_to} [{base_layout}]', meta
-    layout = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
-    return out, layout, meta
+    return out, words, meta
 
 
 __all__ = ['DEFAULT_SIDE', 'PMT_RELEASE_KINDS', 'RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release',
-           'convert_pmt_release', 'convert_release', 'describe_release', 'is_pmt_release', 'named_side',
+           'convert_pmt_release', 'convert_release', 'describe_release', 'named_side',
            'release_dataset_meta', 'release_kind', 'release_meta', 'to_panoptic_order']

@@ -3,8 +3,9 @@ from typing import Optional
 
 from mmseg.models.segmentors import EncoderDecoder
 from mmseg.registry import MODELS
+from mmseg.utils import SampleList
 
-from .core import MaskClassificationCore
+from .core import EncoderPass, MaskClassificationCore
 
 
 @MODELS.register_module()
@@ -14,7 +15,7 @@ class EoMTEncoderDecoder(MaskClassificationCore, EncoderDecoder):
     unchanged.
 
     Needs a :class:`ViT5` backbone (EoMT: with ``final_norm=True``, every prediction goes
-    through its final norm), an :class:`EoMTHead` of the backbone's width, no neck and no
+    through its final norm), a :class:`QueryHead` of the backbone's width, no neck and no
     auxiliary head. ``decoder``: a registered :class:`MaskDecoder` (default
     ``dict(type='EoMTDecoder')``).
     """
@@ -25,6 +26,14 @@ class EoMTEncoderDecoder(MaskClassificationCore, EncoderDecoder):
                              'decode_head read the backbone tokens directly')
         super().__init__(backbone=backbone, decode_head=decode_head, **kwargs)
         self.build_decoder(decoder)
+
+    def predict_encoded(self, encoded: EncoderPass, data_samples: SampleList) -> SampleList:
+        """mmseg's ``predict`` of the whole input from an encoder pass already made (one shared by
+        several tasks' decoders): the decoder's predictions, the head's per-pixel scores, mmseg's
+        ``postprocess_result`` (the padding its metas name cut off, back to ``ori_shape``)."""
+        metas = [sample.metainfo for sample in data_samples]
+        logits = self.decode_head.predict(self.extract_feat(None, encoded), metas, self.test_cfg)
+        return self.postprocess_result(logits, data_samples)
 
 
 __all__ = ['EoMTEncoderDecoder']
