@@ -11,6 +11,7 @@ decided (:func:`undecided_pixels`), so a graph that is wrong fails and a flip at
 from typing import Tuple
 
 import numpy as np
+from scipy.special import expit, softmax
 
 # The graph and mmdet see the same photo resized two ways (PIL on uint8, the graph's antialiased
 # bilinear in floats rounded to whole levels): a level apart on a few pixels. Measured on the tiny
@@ -18,15 +19,6 @@ import numpy as np
 # two others; padding with 20 instead of EoMT's raw 0 gives 5.9e-3 at the traced size, 7e-2 elsewhere.
 LOGIT_TOLERANCE = 4e-3
 DETECTION_PIXELS = 0.999
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    e = np.exp(logits - logits.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-x))
 
 
 def undecided_pixels(class_logits: np.ndarray, mask_logits: np.ndarray, num_classes: int,
@@ -42,22 +34,26 @@ def undecided_pixels(class_logits: np.ndarray, mask_logits: np.ndarray, num_clas
     win it, (b) the two best weighted mask probabilities are that close, or the winner's mask
     probability is that close to 0.5, or (c) it is a segment whose kept share of its mask (against
     ``iou_thr``) is within the share of its undecided pixels of the threshold."""
-    probs = _softmax(class_logits.astype(np.float64))
+    probs = softmax(class_logits.astype(np.float64), axis=-1)
     order = np.sort(probs, -1)
     scores, labels = probs.max(-1), probs.argmax(-1)
     margin_s = 2.5 * class_tolerance * np.maximum(scores, 1e-12) + 1e-7   # e^(2t) - 1 <= 2.5 t for t <= 0.2
-    masks = _sigmoid(mask_logits.astype(np.float64))                       # (Q, H, W)
+    # float32 as the logits are: (Q, H, W) at the photo's size is large (an L model's 200 queries at 480x640:
+    # 250 MB each), so only the probabilities and their weighted copy are held
+    masks = expit(mask_logits.astype(np.float32))
     keep = (labels != num_classes) & (scores > object_mask_thr)
     unsure_q = ((labels != num_classes) & (np.abs(scores - object_mask_thr) <= margin_s)) | \
         (order[:, -1] - order[:, -2] <= 2 * margin_s)
     margin_m = mask_tolerance / 4 + 1e-7
     margin_p = 2.5 * class_tolerance + margin_m                              # score x mask probability
     undecided = np.zeros(masks.shape[1:], bool)
-    weighted = np.where(keep[:, None, None], scores[:, None, None] * masks, -1.0)
     if keep.any():
-        top = np.sort(weighted, 0)
-        best, second = top[-1], top[-2] if len(top) > 1 else np.full_like(top[-1], -1.0)
+        weighted = np.where(keep[:, None, None], scores[:, None, None].astype(np.float32) * masks, np.float32(-1))
         winner = weighted.argmax(0)
+        best = np.take_along_axis(weighted, winner[None], 0)[0]
+        np.put_along_axis(weighted, winner[None], -np.inf, 0)             # the runner-up: the best of the rest
+        second = weighted.max(0)
+        del weighted
         undecided |= (best - second <= margin_p) & (second > -1)
         undecided |= np.abs(np.take_along_axis(masks, winner[None], 0)[0] - 0.5) <= margin_m
     else:

@@ -19,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..models.mask_classification.postprocess import instance_rule, panoptic_rule
+from .runtime import LOGIT_OUTPUTS
 
 
 class OnnxDetector(nn.Module):
@@ -63,6 +64,5 @@ class OnnxDetector(nn.Module):
         return (*decided, class_logits[0], masks[0])
 
 
-LOGITS = ['class_logits', 'mask_logits']
-OUTPUTS = {'panoptic': ['panoptic', 'segment_ids', 'labels', 'scores'] + LOGITS,
-           'instance': ['masks', 'labels', 'scores'] + LOGITS}
+OUTPUTS = {'panoptic': ['panoptic', 'segment_ids', 'labels', 'scores', *LOGIT_OUTPUTS],
+           'instance': ['masks', 'labels', 'scores', *LOGIT_OUTPUTS]}

@@ -23,6 +23,8 @@ import torch.nn as nn
 
 from ..errors import ToolError
 from ..utils.config_kinds import task_of
+from .agreement import (DETECTION_PIXELS, LOGIT_TOLERANCE, logit_differences, relative, same_segments,
+                        undecided_pixels)
 
 
 class ExportError(RuntimeError, ToolError):
@@ -325,7 +327,6 @@ def detection_agreement(task: str, detector: nn.Module, image: np.ndarray, found
     photo; instance: ``agreement``, the share of mmdet's ``top`` best instances that ONNX Runtime
     gives too (same label, score within :data:`INSTANCE_SCORE_TOLERANCE`, the same mask on >= 99.9%
     of pixels), one to one."""
-    from .agreement import DETECTION_PIXELS, logit_differences, relative, same_segments, undecided_pixels
     reference, (ref_cls, ref_masks) = mmdet_detection(detector, image)
     class_diff, mask_diff = logit_differences((ref_cls, ref_masks), (found['class_logits'], found['mask_logits']))
     row = dict(logits=max(relative(class_diff, ref_cls), relative(mask_diff, ref_masks)))
@@ -376,7 +377,6 @@ def compare_detector_with_mmdet(onnx_path, detector: nn.Module, sizes: Sequence[
 
 def detection_failures(rows: List[dict], task: str) -> List[str]:
     """The sizes of ``rows`` (:func:`compare_detector_with_mmdet`) that break a bound."""
-    from .agreement import DETECTION_PIXELS, LOGIT_TOLERANCE
     need = DETECTION_PIXELS if task == 'panoptic' else 1.0
     return [r['size'] for r in rows if r['logits'] > LOGIT_TOLERANCE or r['agreement'] < need]
 
@@ -467,7 +467,6 @@ def export_detector_main(args, cfg) -> int:
           f'in {time.perf_counter() - start:.0f} s')
     rows = compare_detector_with_mmdet(out, model, comparison_sizes(shape, args.dynamic), task,
                                        repeats=args.repeats, threads=torch.get_num_threads())
-    from .agreement import DETECTION_PIXELS, LOGIT_TOLERANCE
     if task == 'panoptic':
         what = 'decided pixels | of them, the same segment'
     else:

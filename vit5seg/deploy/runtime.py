@@ -16,6 +16,9 @@ import numpy as np
 
 from ..paths import tool_command
 
+# a detector export's outputs that hold what mmdet's fusion head is given (vit5seg.deploy.detector)
+LOGIT_OUTPUTS = ('class_logits', 'mask_logits')
+
 
 def slide_windows(hw: Tuple[int, int], crop: Tuple[int, int], stride: Tuple[int, int]):
     """mmseg's windows: a grid at ``stride``, the last window of a row or column moved back
@@ -83,8 +86,7 @@ class OnnxSession:
             raise ValueError(f'this model was exported for {self.fixed_hw[0]}x{self.fixed_hw[1]} photos, got '
                              f'{image.shape[0]}x{image.shape[1]}: export with --dynamic for other sizes')
         batch = np.ascontiguousarray(image.transpose(2, 0, 1)[None], dtype=np.float32)
-        names = [o.name for o in self.session.get_outputs()
-                 if logits or o.name not in ('class_logits', 'mask_logits')]
+        names = [o.name for o in self.session.get_outputs() if logits or o.name not in LOGIT_OUTPUTS]
         return dict(zip(names, self.session.run(names, {'image': batch})))
 
     def predict(self, image: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:

@@ -61,21 +61,16 @@ class CheckpointFormat(NamedTuple):
         return not any(self.unmet(weights))
 
 
-def _refuse(request: Request, delta_to: bool = True, drop_head: bool = True) -> None:
-    if delta_to and request.delta_to is not None:
-        raise CheckpointError(f'--delta-to is for EoMT\'s delta releases and PMT\'s decoder-only ones; '
-                              f'{request.source} is no release')
-    if drop_head and request.drop_head:
-        raise CheckpointError(f'--drop-head is for a segmentor\'s checkpoint (a training\'s iter_N.pth, a converted '
-                              f'release, or EoMT\'s release file itself); {request.source} holds no decode_head.* '
-                              f'tensors')
+def _no_decode_head(source) -> CheckpointError:
+    return CheckpointError(f'--drop-head is for a segmentor\'s checkpoint (a training\'s iter_N.pth, a converted '
+                           f'release, or EoMT\'s release file itself); {source} holds no decode_head.* tensors')
 
 
 def segmentor_state_dict(obj, request: Request) -> dict:
     """A segmentor's (or detector's) state dict as mmengine saves it: ``state_dict`` or flat."""
     sd = obj.get('state_dict', obj) if isinstance(obj, dict) else None
     if not isinstance(sd, dict) or not any(str(k).startswith('decode_head.') for k in sd):
-        _refuse(request._replace(delta_to=None))
+        raise _no_decode_head(request.source)
     return sd
 
 
@@ -85,7 +80,9 @@ def _backbone(weights: Weights, request: Request) -> Converted:
             raise CheckpointError('--drop-head keeps a segmentor checkpoint\'s own layout: --delta-to and --arch '
                                   'are for releases and backbones')
         return segmentor_state_dict(weights.obj, request), 'vit5seg segmentor', {}
-    _refuse(request, drop_head=False)
+    if request.delta_to is not None:
+        raise CheckpointError(f'--delta-to is for EoMT\'s delta releases and PMT\'s decoder-only ones; '
+                              f'{request.source} is no release')
     sd, layout = convert_weights(weights, request.source, model=request.model, img_size=request.img_size)
     return sd, layout, {}
 
