@@ -104,7 +104,13 @@ class _Server(http.server.ThreadingHTTPServer):
 @contextmanager
 def serve(root):
     """``with serve(folder) as server: server.url('file.pth')``; stopped on exit."""
-    server = _Server(root)
+    with _running(_Server(root)) as server:
+        yield server
+
+
+@contextmanager
+def _running(server):
+    """``server`` serving from a thread of its own; stopped and closed on exit."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -122,3 +128,62 @@ def closed_port_url(name: str) -> str:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
     return f'http://127.0.0.1:{port}/{name}'
+
+
+class _HubHandler(http.server.BaseHTTPRequestHandler):
+    """The part of the Hugging Face Hub's HTTP interface huggingface_hub's ``hf_hub_download`` uses:
+    ``HEAD``/``GET /OWNER/NAME/resolve/REVISION/FILE`` with the commit (``X-Repo-Commit``), an ETag and
+    the size; a missing repository or file is a 404 with the Hub's ``X-Error-Code``."""
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, body: bool):
+        server = self.server
+        server.requests.append((self.command, self.path, self.headers.get('Authorization')))
+        parts = self.path.split('?')[0].lstrip('/').split('/')
+        repo, revision, name = '/'.join(parts[:2]), parts[3] if len(parts) > 3 else '', '/'.join(parts[4:])
+        if parts[2:3] != ['resolve'] or repo not in server.repos:
+            return self._error('RepoNotFound', 'Repository not found')
+        if server.token is not None and self.headers.get('Authorization') != f'Bearer {server.token}':
+            return self._error('GatedRepo', 'Access to this repository is restricted', status=401)
+        folder, commit = server.repos[repo]
+        if revision not in ('main', commit):
+            return self._error('RevisionNotFound', 'Invalid rev id')
+        path = folder / name
+        if not path.is_file():
+            return self._error('EntryNotFound', 'Entry not found')
+        data = path.read_bytes()
+        self.send_response(200)
+        self.send_header('X-Repo-Commit', commit)
+        self.send_header('ETag', f'"{hashlib.sha256(data).hexdigest()}"')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def _error(self, code: str, message: str, status: int = 404):
+        self.send_response(status)
+        self.send_header('X-Error-Code', code)
+        self.send_header('X-Error-Message', message)
+        self.send_header('Content-Length', '0')
+        self.end_headers()
+
+    def do_HEAD(self):
+        self._answer(body=False)
+
+    def do_GET(self):
+        self._answer(body=True)
+
+
+@contextmanager
+def serve_hub(repos: dict, token=None):
+    """A Hub on 127.0.0.1 serving ``{'OWNER/NAME': folder}``, each at one commit (its name's hash);
+    ``token``: the repositories are gated, readable with that token only. Yields the server, whose
+    ``endpoint`` is what HF_ENDPOINT takes."""
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _HubHandler)
+    server.daemon_threads = True
+    server.repos = {name: (Path(folder), hashlib.sha1(name.encode()).hexdigest()) for name, folder in repos.items()}
+    server.requests, server.token = [], token
+    server.endpoint = f'http://127.0.0.1:{server.server_address[1]}'
+    with _running(server):
+        yield server

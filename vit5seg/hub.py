@@ -45,6 +45,7 @@ from typing import List, Optional, Union
 from urllib.parse import urlparse
 
 from .errors import ToolError
+from .hf_hub import HubError, hub_path, is_hub_id
 from .paths import tool_command
 
 # One place for the public files. sha256 digests are not published by the authors;
@@ -433,8 +434,14 @@ def resolve(path: PathOrUrl, sha256: Optional[str] = None, progress: bool = True
             folder: Optional[PathOrUrl] = None) -> str:
     """A local path for a path or URL: URLs go through the cache (``folder``, default
     :func:`cache_dir`); a local file is checked against ``sha256`` when one is given (a
-    missing one is left to the reader)."""
-    if is_url(path):
+    missing one is left to the reader). A Hugging Face Hub id (``hf://...``) goes through
+    huggingface_hub's cache (:mod:`vit5seg.hf_hub`)."""
+    if is_hub_id(path):
+        try:
+            path = hub_path(path)
+        except HubError as e:
+            raise FetchError(str(e)) from None
+    elif is_url(path):
         return str(cached_download(str(path), sha256, progress, folder))
     if sha256 and os.path.isfile(path):
         check_sha256(path, sha256)

@@ -11,6 +11,9 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
+from .. import paths
+from ..errors import ToolError
+from ..hf_hub import is_hub_id
 from ..utils.config_kinds import is_all_tasks_config, is_detection_config, photo_pipeline
 from ..utils.image import IMAGE_EXTS, draw_legend, overlay, save_label_png
 
@@ -242,15 +245,30 @@ def _all_tasks_main(args, parser):
     return summary
 
 
+def release_config(src: str) -> str:
+    """The shipped config the release (or transformers' EoMT) at Hub id ``src`` fits: its converted meta's,
+    read through mmengine's loader (which converts it once, vit5seg.engine.checkpoint_io)."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+    meta = CheckpointLoader.load_checkpoint(src, map_location='cpu').get('meta') or {}
+    config = (meta.get('release') or {}).get('config')
+    if config and paths.config_path(config.removeprefix('configs/')).is_file():
+        return str(paths.config_path(config.removeprefix('configs/')))
+    what = (f'its release fits {config}, which this project does not ship' if config else
+            'it is no release of the tables (a backbone, or a model trained here), or of no known kind')
+    raise ToolError(f'{src}: {what}; give a config first: tools/infer.py CONFIG {src} IMAGES')
+
+
 def main(argv=None):
     from ..utils.amp import add_amp_arguments
     parser = argparse.ArgumentParser(description='Segment images, folders, globs or videos with a trained config.')
-    parser.add_argument('config', help='config file')
-    parser.add_argument('checkpoint', help='checkpoint file or http(s) URL (downloaded once into the torch hub cache); '
-                                           'for an all-tasks config (configs/pmt/*_all-tasks.py), the folder of its '
-                                           'tasks\' checkpoints')
+    parser.add_argument('config', help='config file; or, alone, a Hugging Face Hub id of a release '
+                                       '(hf://OWNER/NAME[@REVISION][/FILE]), whose config the release table gives')
+    parser.add_argument('checkpoint', help='checkpoint file, http(s) URL (downloaded once into the torch hub cache) or '
+                                           'Hub id (hf://..., through the Hugging Face cache; a release or '
+                                           'transformers\' EoMT is converted once); for an all-tasks config '
+                                           '(configs/pmt/*_all-tasks.py), the folder of its tasks\' checkpoints')
     parser.add_argument('--sha256', help='expected sha256 of the checkpoint (or a prefix of 8+ hex digits)')
-    parser.add_argument('inputs', nargs='+', help='images, folders, glob patterns (quoted) or videos')
+    parser.add_argument('inputs', nargs='*', help='images, folders, glob patterns (quoted) or videos')
     parser.add_argument('--out-dir', required=True,
                         help='writes OUT_DIR/masks/<name>.png and OUT_DIR/overlays/<name>.jpg; for a panoptic model '
                              'OUT_DIR/panoptic/<name>.png and panoptic.json (COCO\'s panoptic format), for an '
@@ -268,6 +286,14 @@ def main(argv=None):
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
     add_amp_arguments(parser)
     args = parser.parse_args(argv)
+    if is_hub_id(args.config):   # `infer.py hf://ID photo.jpg`: the release's own config
+        args.inputs, args.checkpoint = [args.checkpoint, *args.inputs], args.config
+        try:
+            args.config = release_config(args.checkpoint)
+        except (ToolError, OSError) as e:
+            parser.exit(1, f'error: {e}\n')
+    if not args.inputs:
+        parser.error('give at least one image, folder, glob or video')
     if not 0 <= args.opacity <= 1:
         parser.error(f'--opacity must be in [0, 1], got {args.opacity}')
     if args.batch_size < 1:

@@ -8,6 +8,7 @@ from mmseg.apis import inference_model as _mmseg_inference_model
 from mmseg.apis import init_model as _mmseg_init_model
 
 import vit5seg  # noqa: F401  (registers ViT5 before any config is built)
+from vit5seg.hf_hub import is_hub_id
 from vit5seg.hub import resolve
 from vit5seg.utils.amp import amp_dtype, enable_amp
 from vit5seg.utils.config_kinds import is_detection_config, photo_pipeline
@@ -45,7 +46,7 @@ def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] =
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     if amp is not None:
         amp_dtype(device, amp)  # before loading anything
-    if checkpoint is not None:
+    if checkpoint is not None and not is_hub_id(checkpoint):   # a Hub id: mmengine's loader, hf:// (converted)
         checkpoint = resolve(checkpoint, sha256)
     config = Config.fromfile(str(config)) if not isinstance(config, Config) else config
     if is_detection_config(config):

@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 
 from ..models.checkpoint import CheckpointError, first_of, read_checkpoint, shape_mismatches
+from ..models.convert import load_converted
 from ..models.mask_classification.releases import describe_release
 
 _allow_unsafe = False
@@ -85,6 +86,13 @@ def load_from_http(filename, map_location=None, model_dir=None, progress=os.isat
     when given, as mmengine's), then a local read."""
     return read_checkpoint(filename, allow_unsafe=_allow_unsafe, map_location=map_location, folder=model_dir,
                            progress=progress)
+
+
+def load_from_hub(filename, map_location=None):
+    """The CheckpointLoader scheme for Hugging Face Hub ids (``hf://OWNER/NAME[@REVISION][/FILE]``):
+    through huggingface_hub's cache, and converted once where the file is a release or transformers'
+    model (:func:`vit5seg.models.convert.load_converted`)."""
+    return load_converted(filename, map_location=map_location or 'cpu', allow_unsafe=_allow_unsafe)
 
 
 class CheckpointShapeError(CheckpointError):
@@ -203,7 +211,9 @@ def install() -> None:
             module._load_checkpoint_to_model = wrapped
     CheckpointLoader.register_scheme(prefixes='', loader=load_from_local, force=True)
     CheckpointLoader.register_scheme(prefixes=['http://', 'https://'], loader=load_from_http, force=True)
+    CheckpointLoader.register_scheme(prefixes=['hf://'], loader=load_from_hub, force=True)
 
 
 __all__ = ['CheckpointFitError', 'CheckpointShapeError', 'allow_unsafe_loading', 'atomic_torch_save',
-           'check_shares_the_model', 'install', 'latest_complete_checkpoint', 'load_from_local', 'load_from_http']
+           'check_shares_the_model', 'install', 'latest_complete_checkpoint', 'load_from_hub', 'load_from_local',
+           'load_from_http']

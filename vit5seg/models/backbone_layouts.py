@@ -222,12 +222,14 @@ def looks_like_delta(backbone: StateDict) -> bool:
 
 
 def convert_release_backbone(release: StateDict, source, base: Optional[Weights] = None, base_source=None,
-                             model: Optional[torch.nn.Module] = None) -> Tuple[StateDict, str, str]:
+                             model: Optional[torch.nn.Module] = None,
+                             num_heads: Optional[int] = None) -> Tuple[StateDict, str, str]:
     """An EoMT release's backbone (its ``network.encoder.backbone.*``, any layout) -> (this
     package's keys, its layout, the base's layout or ''). ``base``: the pretrained backbone file
     a delta release is added to (EoMT's DINOv3 releases: pretrained + delta, in float32 as the
     checkpoints), converted here as any backbone; ``model``: the backbone the result must load
-    into at its geometry."""
+    into at its geometry; ``num_heads``: the release's heads where no model gives them (DINOv3's RoPE
+    pairs are per head)."""
     sd = keys_under(release, EOMT_BACKBONE_PREFIX)
     if not sd:
         raise CheckpointError(f'an EoMT release without {EOMT_BACKBONE_PREFIX}* keys')
@@ -239,7 +241,8 @@ def convert_release_backbone(release: StateDict, source, base: Optional[Weights]
         raise CheckpointError('the backbone\'s LayerNorm weights are near 0: this is a delta release (EoMT\'s '
                               'DINOv3 models); give the pretrained DINOv3 weights it was trained from with '
                               '--delta-to BASE')
-    options = conversion_options(model) if model is not None else {}
+    options = conversion_options(model) if model is not None else (
+        dict(num_heads=num_heads) if num_heads is not None else {})
     base_sd, base_layout = (convert_weights(base, base_source, **options) if base is not None else (None, ''))
     converted, layout = convert_state_dict(sd, num_heads=options.get('num_heads'))
     if base_sd is not None:

@@ -9,6 +9,7 @@ a segmentor's ``backbone.`` prefix is stripped) or at the top level. Every failu
 :class:`CheckpointError` that says what and where.
 """
 import argparse
+import json
 import pickle
 import re
 import warnings
@@ -18,6 +19,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from ..errors import ToolError
+from ..hf_hub import is_hub_id
 from ..hub import DINOV3_REQUEST, GATED_WEIGHTS, OFFICIAL_WEIGHTS, is_url, official_name, resolve
 from ..paths import tool_command
 from ..utils.state_dicts import StateDict, keys_under
@@ -89,7 +91,50 @@ def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256
         raise
 
 
+# what transformers' save_pretrained writes (and a Hugging Face snapshot holds) beside its config.json
+MODEL_FOLDER_FILES = ('model.safetensors', 'model.safetensors.index.json', 'pytorch_model.bin')
+
+
+def model_folder_weights(folder: Path) -> Optional[Path]:
+    """The weights file of a transformers model folder (``config.json`` beside one of
+    :data:`MODEL_FOLDER_FILES`), or None for any other folder."""
+    if not (folder / 'config.json').is_file():
+        return None
+    return next((folder / name for name in MODEL_FOLDER_FILES if (folder / name).is_file()), None)
+
+
+def read_model_config(path) -> Optional[dict]:
+    """The transformers ``config.json`` of a model folder, or beside a weights file; None where there is none."""
+    path = Path(path)
+    config = (path if path.is_dir() else path.parent) / 'config.json'
+    if not config.is_file():
+        return None
+    try:
+        found = json.loads(config.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CheckpointError(f'{config} is not the JSON transformers writes: {e}') from None
+    if not isinstance(found, dict):
+        raise CheckpointError(f'{config} holds a {type(found).__name__}, not the dict transformers writes')
+    return found
+
+
+def _read_shards(index: Path, map_location) -> dict:
+    """transformers' sharded safetensors: the files ``model.safetensors.index.json`` names, as one dict."""
+    try:
+        files = sorted(set(json.loads(index.read_text())['weight_map'].values()))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UnreadableCheckpoint(f'{index} is no transformers shard index (its weight_map: {e})') from None
+    out = {}
+    for name in files:
+        out.update(_read_local(index.parent / name, False, map_location))
+    return out
+
+
 def _read_local(path: Path, allow_unsafe: bool, map_location):
+    if path.is_dir() and model_folder_weights(path) is not None:   # transformers' folder: its weights file
+        path = model_folder_weights(path)
+    if path.name.endswith('.index.json') and path.is_file():
+        return _read_shards(path, map_location)
     if not path.is_file():
         raise no_checkpoint_file(path)
     if sniff_format(path) == 'safetensors':
@@ -252,10 +297,14 @@ class Weights(NamedTuple):
     obj: object
     state_dict: StateDict
     own_layout: bool
+    model_config: Optional[dict] = None   # transformers' config.json of the folder it came from
+    local: Optional[str] = None           # where a Hub id's file or folder is in huggingface_hub's cache
 
 
 def read_weights(path, allow_unsafe: bool = False, sha256: Optional[str] = None, use_ema: bool = False,
                  prefix: Optional[str] = None) -> Weights:
     """``path`` (a file or URL) read safely (:func:`read_checkpoint`) and its tensors found."""
-    obj = read_checkpoint(path, allow_unsafe, sha256=sha256)
-    return Weights(obj, extract_state_dict(obj, use_ema=use_ema, prefix=prefix), is_own_layout(obj, prefix))
+    local = resolve(path, sha256) if is_hub_id(path) else path   # a Hub id: its snapshot, config.json beside
+    obj = read_checkpoint(local, allow_unsafe, sha256=sha256)
+    return Weights(obj, extract_state_dict(obj, use_ema=use_ema, prefix=prefix), is_own_layout(obj, prefix),
+                   None if is_url(local) else read_model_config(local), str(local) if local != path else None)

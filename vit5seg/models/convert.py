@@ -6,15 +6,17 @@ tables or the backbone layouts below it), and writes the result.
 """
 import argparse
 import ast
+import os
 import re
 from pathlib import Path
 from typing import Optional
 
 import torch
 
-from ..hub import DownloadError
+from ..hf_hub import snapshot_revision
+from ..hub import DownloadError, resolve, sha256sum
 from . import formats
-from .checkpoint_files import CheckpointError, read_weights
+from .checkpoint_files import CheckpointError, is_own_layout, model_folder_weights, read_checkpoint, read_weights
 from .mask_classification.releases import describe_release
 
 
@@ -62,6 +64,8 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
         obj = weights.obj
         extra = dict(dropped_head=dropped, fine_tuned_from=extra.get('release') or
                      {k: v for k, v in dict(obj.get('meta') or {}).items() if k in ('dataset_meta', 'source')})
+    if weights.local is not None:   # a Hub id: the commit it resolved to, pinned
+        extra = dict(extra, source_revision=snapshot_revision(weights.local))
     meta = dict(source=str(src), source_format=row.name, source_layout=layout, ema=use_ema,
                 arch=repr(arch) if arch is not None else None, vit5seg_layout=1, **extra)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
@@ -71,15 +75,50 @@ def convert_file(src, dst, arch=None, use_ema=False, img_size=None, allow_unsafe
     return layout
 
 
+def conversion_cache() -> Path:
+    """Where checkpoints converted for loading are kept: ``$XDG_CACHE_HOME/vit5seg/converted``."""
+    return Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'vit5seg' / 'converted'
+
+
+def _digest(local: Path) -> str:
+    """The sha256 of a weights file; huggingface_hub's cache names each file's blob by it (its ETag)."""
+    blob = local.resolve().name
+    return blob if re.fullmatch(r'[0-9a-f]{64}', blob) else sha256sum(local)
+
+
+def load_converted(src, map_location='cpu', allow_unsafe: bool = False):
+    """The checkpoint at ``src`` (a path, URL or Hub id; a transformers model folder too) as this
+    package's checkpoint: itself where it is one (converted or trained here), else converted once, into
+    :func:`conversion_cache` under the source weights' sha256, and read from there after."""
+    local = Path(resolve(src))
+    weights_file = model_folder_weights(local) if local.is_dir() else local
+    if weights_file is None:
+        return read_checkpoint(local)   # the error a folder without weights gets
+    dst = conversion_cache() / f'{_digest(weights_file)}.pth'
+    if dst.is_file():
+        return read_checkpoint(dst, map_location=map_location)
+    if not local.is_dir():
+        obj = read_checkpoint(local, allow_unsafe, map_location=map_location)
+        if is_own_layout(obj, None):
+            return obj
+    partial = dst.with_name(f'{dst.name}.{os.getpid()}.partial')
+    convert_file(src, partial, allow_unsafe=allow_unsafe)
+    os.replace(partial, dst)   # a conversion killed halfway never looks complete
+    return read_checkpoint(dst, map_location=map_location)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description='Convert a backbone checkpoint (the authors\' ViT-5; DeiT-III from Facebook or timm; DINOv2 '
                     'and DINOv3 from Meta, timm or Hugging Face transformers) into the vit5seg backbone layout, '
                     'which loads with init_cfg=dict(type="Pretrained", checkpoint=DST); or an EoMT release '
-                    '(tue-mps/eomt\'s pytorch_model.bin) into a segmentor checkpoint for configs/eomt/, which '
+                    '(tue-mps/eomt\'s pytorch_model.bin, or transformers\' EomtForUniversalSegmentation) into a '
+                    'segmentor checkpoint for configs/eomt/, which '
                     'loads with mmseg\'s init_model and tools/test.py.')
-    parser.add_argument('src', help='source checkpoint (.pth, .bin or .safetensors) or its http(s) URL (downloaded '
-                                    'once into the torch hub cache); the layout is detected')
+    parser.add_argument('src', help='source checkpoint (.pth, .bin or .safetensors), a transformers model folder '
+                                    '(config.json beside its weights), an http(s) URL (downloaded once into the torch '
+                                    'hub cache) or a Hugging Face Hub id hf://OWNER/NAME[@REVISION][/FILE] (through '
+                                    'the Hugging Face cache); the layout is detected')
     parser.add_argument('dst', help='where to write the converted .pth')
     parser.add_argument('--arch', type=parse_arch, default=None,
                         help='check the result against this backbone: a preset (vit5-base, dinov3-large, ...) or '
@@ -113,6 +152,8 @@ def main(argv=None):
     release = describe_release(meta)
     if release:
         print(release)
+    for note in meta.get('notes', ()):
+        print(f'note: {note}')
     if meta.get('dropped_head'):
         print(f'dropped {len(meta["dropped_head"])} class-dependent tensors ({", ".join(meta["dropped_head"])}): '
               f'fine-tune with --cfg-options load_from={args.dst}')

@@ -15,6 +15,8 @@ from ..utils.state_dicts import StateDict
 from .backbone_layouts import KNOWN_LAYOUTS, convert_weights
 from .checkpoint_files import CheckpointError, Weights
 from .mask_classification.releases import convert_release
+from .mask_classification.transformers_eomt import MODEL_TYPES as EOMT_MODEL_TYPES
+from .mask_classification.transformers_eomt import convert_transformers_eomt
 
 
 class Request(NamedTuple):
@@ -47,6 +49,7 @@ class CheckpointFormat(NamedTuple):
     fits: str                          # the configs it fits, in words
     convert: Callable[[Weights, Request], Converted]
     own: Optional[bool] = None
+    model_types: Tuple[str, ...] = ()  # transformers' config.json model_type of its folders, where it has one
 
     def unmet(self, weights: Weights) -> Tuple[List[str], List[str]]:
         """(the ``must`` patterns no key matches, the ``must_not`` patterns some key matches)."""
@@ -99,6 +102,14 @@ def _release(decoder: str) -> Callable[[Weights, Request], Converted]:
     return convert_one
 
 
+def _transformers_eomt(weights: Weights, request: Request) -> Converted:
+    if request.drop_head:
+        raise CheckpointError('--drop-head takes a segmentor checkpoint: convert transformers\' EoMT first, then '
+                              'drop the head of the converted file')
+    return convert_transformers_eomt(weights.state_dict, weights.model_config, request.source, request.delta_to,
+                                     request.model)
+
+
 # the keys of a whole model's head (transformers' EoMT, an EoMT release, a segmentor) that no backbone holds
 _MODEL_HEADS = (r'^network\.', r'^(query\.weight|class_predictor\.|mask_head\.|upscale_block\.)', r'^decode_head\.')
 _BACKBONE_LAYOUTS = ', '.join(k for k in KNOWN_LAYOUTS if not k.startswith(('vit5seg', 'eomt-release')))
@@ -109,13 +120,19 @@ FORMATS: List[CheckpointFormat] = [
                      own=True),
     CheckpointFormat('backbone', f'a backbone ({_BACKBONE_LAYOUTS})',
                      (r'^(model\.)?(embeddings\.)?cls_token$', r'^(model\.)?(blocks|layer|encoder\.layer)\.0\.'),
-                     _MODEL_HEADS, 'any config of its architecture (--arch checks it)', _backbone, own=False),
+                     _MODEL_HEADS, 'any config of its architecture (--arch checks it)', _backbone, own=False,
+                     model_types=('dinov2', 'dinov2_with_registers', 'dinov3_vit')),
     CheckpointFormat('eomt-release', 'a whole model: EoMT\'s Lightning release (tue-mps/eomt)',
                      (r'^network\.encoder\.backbone\.', r'^network\.(q\.weight|class_head\.)'), (),
                      'configs/eomt/ (the release tables)', _release('eomt'), own=False),
     CheckpointFormat('pmt-release', 'a decoder whose frozen encoder is Meta\'s DINOv3 (--delta-to): PMT\'s release '
                      '(tue-mps/pmt)', (r'^network\.decoder\.',), (r'^network\.encoder\.backbone\.',),
                      'configs/pmt/ (the release tables)', _release('pmt'), own=False),
+    CheckpointFormat('transformers-eomt', 'a whole model: transformers\' EoMT (EomtForUniversalSegmentation, '
+                     'EomtDinov3ForUniversalSegmentation; its folder, config.json beside the weights)',
+                     (r'^query\.weight$', r'^class_predictor\.', r'^layers\.0\.', r'^embeddings\.cls_token$'),
+                     (r'^network\.',), 'configs/eomt/ (the release tables, from its config.json)', _transformers_eomt,
+                     own=False, model_types=tuple(EOMT_MODEL_TYPES)),
 ]
 
 
@@ -142,6 +159,11 @@ def recognise(weights: Weights, source) -> CheckpointFormat:
     if len(claimed) == 1:
         return claimed[0]
     keys = list(weights.state_dict)
+    model_type = (weights.model_config or {}).get('model_type')
+    read_types = [t for row in FORMATS for t in row.model_types]
+    if not claimed and model_type is not None and model_type not in read_types:
+        raise UnknownFormat(f'{source}: its config.json is transformers\' {model_type!r} model; the transformers '
+                            f'types this converter reads are {", ".join(read_types)}')
     if claimed:
         raise UnknownFormat(f'{source} is claimed by {len(claimed)} checkpoint formats ('
                             f'{", ".join(row.name for row in claimed)}): their rows must tell it apart; it holds '

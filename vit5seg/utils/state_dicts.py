@@ -1,5 +1,6 @@
 """State dicts as every conversion layer handles them (a helper they all need, below them)."""
-from typing import Dict
+import re
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 
@@ -11,4 +12,18 @@ def keys_under(sd: StateDict, prefix: str) -> StateDict:
     return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
 
 
-__all__ = ['StateDict', 'keys_under']
+def renamed(sd: StateDict, renames: Sequence[Tuple[str, str]]) -> Tuple[StateDict, List[str]]:
+    """(``sd`` with each key renamed by the first of ``renames`` (pattern, replacement) that matches it,
+    the keys none matches, which are left out)."""
+    out, unknown = {}, []
+    for key, value in sd.items():
+        for pattern, repl in renames:
+            if re.match(pattern, key):
+                out[re.sub(pattern, repl, key)] = value
+                break
+        else:
+            unknown.append(key)
+    return out, unknown
+
+
+__all__ = ['StateDict', 'keys_under', 'renamed']

@@ -21,7 +21,7 @@ Meta's DINOv3, every tensor of it from the base file (``--delta-to``), in any la
 preset reads. They load into ``configs/pmt/`` with ``model.decoder`` a :class:`.pmt.PMTDecoder`.
 """
 import re
-from typing import NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from mmengine.config import Config
@@ -29,7 +29,7 @@ from mmengine.config import Config
 from ... import paths
 from ...utils.class_orders import ade_to_panoptic
 from ...utils.dataset_meta import config_dataset_meta
-from ...utils.state_dicts import StateDict
+from ...utils.state_dicts import StateDict, renamed
 from ..backbone_layouts import CheckpointMismatch, convert_release_backbone, convert_weights
 from ..checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError, Weights, read_weights
 from ..dinov_layouts import DINOV3_HEAD_DIM, convert_dinov3_layers
@@ -100,44 +100,54 @@ def release_kind(converted: StateDict, decoder: str = 'eomt') -> Optional[Releas
     return next((k for k in kinds if (k.classes, k.queries) == (classes, queries)), None)
 
 
-def to_panoptic_order(converted: StateDict) -> StateDict:
-    """The class head's rows from ADE's order (EoMT's ADE20K panoptic models) to mmdet's
-    ``ADE20KPanopticDataset`` order (things, then stuff), matched by class name; the
-    no-object row stays last."""
+def panoptic_rows() -> List[int]:
+    """For each class of mmdet's ``ADE20KPanopticDataset`` order, its index in ADE's order (EoMT's)."""
     order = ade_to_panoptic()                            # ADE index -> mmdet index
     rows = [0] * len(order)
     for ade, mmdet in enumerate(order):
         rows[mmdet] = ade
-    rows = torch.tensor(rows + [len(order)])             # mmdet index -> the release's row
+    return rows
+
+
+def to_panoptic_order(converted: StateDict) -> StateDict:
+    """The class head's rows from ADE's order (EoMT's ADE20K panoptic models) to mmdet's
+    ``ADE20KPanopticDataset`` order (things, then stuff), matched by class name; the
+    no-object row stays last."""
+    rows = panoptic_rows()
+    rows = torch.tensor(rows + [len(rows)])              # the no-object row stays last
     out = dict(converted)
     for key in ('decode_head.class_head.weight', 'decode_head.class_head.bias'):
         out[key] = converted[key][rows]
     return out
 
 
-def release_meta(converted: StateDict, decoder: str, layout: str = '', source: str = '') -> dict:
+def release_meta(converted: StateDict, decoder: str, layout: str = '', source: str = '',
+                 side: Optional[int] = None) -> dict:
     """What a converted release of ``decoder`` (``'eomt'``, ``'pmt'``) is, for the checkpoint's
     ``meta['release']``: its task
     and dataset where the kind is known, classes, queries, patch and position grid, the
     backbone family and width, the class order, and the shipped config it fits (None if none).
-    A release without a position grid fits the config of the side its name (``source``) gives."""
+    A release without a position grid fits the config of the input ``side`` given (transformers'
+    ``config.json``), else of the side its name (``source``) gives."""
     classes = converted['decode_head.class_head.weight'].shape[0] - 1
     queries = converted['decode_head.queries.weight'].shape[0]
     kind = release_kind(converted, decoder)
     pos = converted.get('backbone.pos_embed')
-    side = int(round(pos.shape[1] ** 0.5)) if pos is not None else None
-    side = side if side and side * side == pos.shape[1] else None  # EoMT's inputs are square
+    grid = int(round(pos.shape[1] ** 0.5)) if pos is not None else None
+    grid = grid if grid and grid * grid == pos.shape[1] else None  # EoMT's inputs are square
     patch = converted['backbone.patch_embed.proj.weight'].shape[-1]
     width = converted['backbone.patch_embed.proj.weight'].shape[0]
     family = layout.split('-')[0] or None
     named = named_side(source)
-    config, side_from = None, 'the position grid' if side else 'the name' if named else 'a default'
+    given = side if grid is None else None
+    config = None
+    side_from = ('the position grid' if grid else 'config.json' if given else 'the name' if named else 'a default')
     if kind is not None and kind.config and family in ('dinov2', 'dinov3') and width in WIDTHS:
-        px = side * patch if side else named or DEFAULT_SIDE[kind.task]
+        px = grid * patch if grid else given or named or DEFAULT_SIDE[kind.task]
         config = f'configs/{decoder}/' + kind.config.format(family=family, width=WIDTHS[width], side=px)
     return dict(decoder=DECODERS[decoder][0], task=kind.task if kind else None,
                 dataset=kind.dataset if kind else None, num_classes=classes,
-                num_queries=queries, patch_size=patch, grid=(side, side) if side else None, family=family,
+                num_queries=queries, patch_size=patch, grid=(grid, grid) if grid else None, family=family,
                 width=width, config=config, side_from=side_from,
                 class_order=('mmdet ADE20KPanopticDataset (things first), from ADE\'s order' if kind and kind.reorder
                              else 'the release\'s'))
@@ -165,8 +175,8 @@ def describe_release(meta: dict) -> Optional[str]:
             side = config.rsplit('-', 1)[-1]
             others = sorted(p.name for p in paths.config_path(config.removeprefix('configs/')).parent.glob(
                 config.rsplit('/', 1)[-1].replace(side, '*')) if not p.name.endswith(side))
-            said = ('as its name says' if info.get('side_from') == 'the name' else
-                    'assumed: its file name gives none, as EoMT\'s names do (..._1280_dinov3)')
+            said = {'the name': 'as its name says', 'config.json': 'as its config.json says'}.get(
+                info.get('side_from'), 'assumed: its file name gives none, as EoMT\'s names do (..._1280_dinov3)')
             if others:
                 fits += (f' (the input side {side.removesuffix(".py")} {said}; a release {name} trained at another '
                          f'side fits ' + ', '.join(f'configs/{folder}/{o}' for o in others) + ')')
@@ -183,29 +193,22 @@ def describe_release(meta: dict) -> Optional[str]:
 def _renamed(sd: StateDict, renames, converted_prefix: str, dropped: re.Pattern, name: str) -> StateDict:
     """The release's keys outside ``converted_prefix`` (converted elsewhere) and ``dropped``, renamed by the
     first matching pattern; one error listing the keys no pattern knows."""
-    out, unknown = {}, []
-    for key, value in sd.items():
-        if key.startswith(converted_prefix) or dropped.match(key):
-            continue
-        for pattern, repl in renames:
-            if re.match(pattern, key):
-                out[re.sub(pattern, repl, key)] = value
-                break
-        else:
-            unknown.append(key)
+    out, unknown = renamed({k: v for k, v in sd.items() if not (k.startswith(converted_prefix) or dropped.match(k))},
+                           renames)
     if unknown:
         raise CheckpointError(f'{name} release keys this converter does not know: {unknown[:8]}')
     return out
 
 
 def convert_eomt_release(sd: StateDict, base: Optional[Weights] = None, model: Optional[torch.nn.Module] = None,
-                         source: str = 'release', base_source: str = 'BASE') -> Tuple[StateDict, str, str]:
+                         source: str = 'release', base_source: str = 'BASE',
+                         num_heads: Optional[int] = None) -> Tuple[StateDict, str, str]:
     """A release state dict -> (segmentor state dict with ``backbone.`` and ``decode_head.``
     keys, the backbone's source layout, the base's or ''). ``base``: the pretrained backbone
     file the delta release is added to (``--delta-to``); ``model``: a backbone the result must
-    load into at its geometry."""
+    load into at its geometry; ``num_heads``: the backbone's heads where no model gives them."""
     converted, layout, base_layout = convert_release_backbone(sd, source, base=base, base_source=base_source,
-                                                              model=model)
+                                                              model=model, num_heads=num_heads)
     out = {f'backbone.{k}': v for k, v in converted.items()}
     out.update(_renamed(sd, _HEAD_RENAMES, EOMT_BACKBONE_PREFIX, _DROPPED, 'EoMT'))
     kind = release_kind(out, 'eomt')
@@ -260,12 +263,16 @@ def release_dataset_meta(release: dict) -> Optional[dict]:
 
 
 def convert_release(sd: StateDict, source, decoder: str, delta_to=None, allow_unsafe: bool = False,
-                    model: Optional[torch.nn.Module] = None) -> Tuple[StateDict, str, dict]:
+                    model: Optional[torch.nn.Module] = None, side: Optional[int] = None,
+                    num_heads: Optional[int] = None, class_names: Optional[list] = None) -> Tuple[StateDict, str, dict]:
     """The release ``sd`` of ``decoder`` (``'eomt'``: a whole model; ``'pmt'``: its decoder only; what the
     checkpoint format's row says it is) read from ``source``, converted: (segmentor state dict, its layout
     in words, the checkpoint meta that names it: ``release`` and, where a shipped config fits it,
     ``dataset_meta``). ``delta_to``: the pretrained backbone file a delta release is added to, or PMT's
-    frozen encoder; ``model``: a backbone the result must load into at its geometry."""
+    frozen encoder; ``model``: a backbone the result must load into at its geometry; ``side`` and
+    ``num_heads``: the input side and heads where the file's own config gives them (transformers');
+    ``class_names``: the names the file gives its classes, kept in ``meta['release']['class_names']`` in
+    the converted model's order."""
     base = read_weights(delta_to, allow_unsafe) if delta_to is not None else None
     try:
         if decoder == 'pmt':
@@ -273,13 +280,17 @@ def convert_release(sd: StateDict, source, decoder: str, delta_to=None, allow_un
             words = f'pmt-release (decoder only), encoder {delta_to} [{layout}]'
         else:
             out, layout, base_layout = convert_eomt_release(sd, base=base, model=model, source=str(source),
-                                                            base_source=str(delta_to))
+                                                            base_source=str(delta_to), num_heads=num_heads)
             words = f'eomt-release, backbone {layout}' + (f' + {delta_to} [{base_layout}]' if base is not None else '')
     except CheckpointMismatch:
         raise  # it names the file and the model
     except CheckpointError as e:
         raise CheckpointError(f'{source}: {e}') from None
-    meta = dict(release=release_meta(out, decoder, layout, str(source)))
+    meta = dict(release=release_meta(out, decoder, layout, str(source), side=side))
+    if class_names is not None:
+        reorder = meta['release']['class_order'].startswith('mmdet')
+        meta['release']['class_names'] = tuple(class_names[r] for r in panoptic_rows()) if reorder else \
+            tuple(class_names)
     dataset_meta = release_dataset_meta(meta['release'])
     if dataset_meta is not None:  # mmdet's init_detector and mmseg's init_model name the classes from it
         meta['dataset_meta'] = dataset_meta

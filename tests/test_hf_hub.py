@@ -1,0 +1,137 @@
+"""Hugging Face Hub ids (``hf://OWNER/NAME[@REVISION][/FILE]``, issue #59) through huggingface_hub, against
+a Hub served from 127.0.0.1 (``HF_ENDPOINT``; tests/local_server.py): its cache under ``HF_HOME`` (a file
+there is not fetched again), ``HF_HUB_OFFLINE``, a gated repository's token (never printed), the commit
+pinned in the converted file; a release converted once for loading, then read from the conversion cache;
+``tools/infer.py hf://ID photo.jpg`` as the whole command."""
+import json
+import os
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from local_server import serve_hub
+
+from conftest import REPO
+from test_models_transformers_eomt import hf_model
+from vit5seg.hf_hub import HubError, parse_hub_id
+
+TOKEN = 'hf_test_token_never_printed'
+
+
+def _run(tool, *args, env):
+    return subprocess.run([sys.executable, str(REPO / 'tools' / tool), *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=env['HOME'], timeout=600)
+
+
+@pytest.fixture
+def hub_env(tmp_path):
+    """The environment of a user whose Hugging Face cache and conversion cache are fresh folders."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('HF_', 'HUGGINGFACE'))}
+    env.update(HOME=str(tmp_path / 'home'), HF_HOME=str(tmp_path / 'hf_home'), XDG_CACHE_HOME=str(tmp_path / 'cache'),
+               HF_HUB_DISABLE_TELEMETRY='1', PYTHONPATH=str(REPO / 'tests'),
+               HF_HUB_OFFLINE='1')   # no request leaves this machine: a served Hub sets HF_ENDPOINT and '0'
+
+    (tmp_path / 'home').mkdir()
+    return env
+
+
+def test_ids_parse_and_a_bad_one_says_how_to_write_one():
+    assert parse_hub_id('hf://tue-mps/coco_panoptic_eomt_large_640') == ('tue-mps/coco_panoptic_eomt_large_640',
+                                                                          None, None)
+    assert parse_hub_id('hf://o/n@v1.0/sub/model.safetensors') == ('o/n', 'v1.0', 'sub/model.safetensors')
+    for bad in ('hf://', 'hf://owner', 'hf://owner/', 'hf://o/n@', 'hf://o/n//f'):
+        with pytest.raises(HubError, match=r'no Hub id: write hf://OWNER/NAME\[@REVISION\]\[/FILE\]'):
+            parse_hub_id(bad)
+
+
+@pytest.mark.slow
+def test_convert_from_the_hub_pins_the_commit_offline_reads_the_cache_and_gated_needs_the_token(tmp_path, hub_env):
+    model = hf_model('eomt')
+    model.save_pretrained(tmp_path / 'repo')
+    with serve_hub({'tue-mps/tiny_eomt': tmp_path / 'repo'}, token=TOKEN) as hub:
+        env = dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0')
+        refused = _run('convert_checkpoint.py', 'hf://tue-mps/tiny_eomt', tmp_path / 'a.pth', env=env)
+        assert refused.returncode == 1 and refused.stderr.count('\n') == 1, refused.stderr
+        assert 'hf://tue-mps/tiny_eomt: it is gated' in refused.stderr and 'HF_TOKEN' in refused.stderr
+        done = _run('convert_checkpoint.py', 'hf://tue-mps/tiny_eomt', tmp_path / 'a.pth',
+                    env=dict(env, HF_TOKEN=TOKEN))
+        assert done.returncode == 0, done.stderr
+        assert TOKEN not in done.stdout + done.stderr
+        commit = hub.repos['tue-mps/tiny_eomt'][1]
+        fetched = [path for method, path, _ in hub.requests if method == 'GET']
+        assert fetched == ['/tue-mps/tiny_eomt/resolve/main/config.json',
+                           '/tue-mps/tiny_eomt/resolve/main/model.safetensors']
+    meta = torch.load(tmp_path / 'a.pth', weights_only=True)['meta']
+    assert meta['source'] == 'hf://tue-mps/tiny_eomt' and meta['source_revision'] == commit
+    snapshot = tmp_path / 'hf_home' / 'hub' / 'models--tue-mps--tiny_eomt' / 'snapshots' / commit
+    assert (snapshot / 'model.safetensors').is_file() and (snapshot / 'config.json').is_file()
+    # the server is gone: offline, the cache answers, at the pinned commit too; what it lacks is one error
+    offline = hub_env
+    for source in ('hf://tue-mps/tiny_eomt', f'hf://tue-mps/tiny_eomt@{commit}/model.safetensors'):
+        again = _run('convert_checkpoint.py', source, tmp_path / 'b.pth', env=offline)
+        assert again.returncode == 0, again.stderr
+        b = torch.load(tmp_path / 'b.pth', weights_only=True)
+        a = torch.load(tmp_path / 'a.pth', weights_only=True)
+        assert all(torch.equal(a['state_dict'][k], b['state_dict'][k]) for k in a['state_dict'])
+    missing = _run('convert_checkpoint.py', 'hf://tue-mps/other', tmp_path / 'c.pth', env=offline)
+    assert missing.returncode == 1 and 'hf://tue-mps/other: it is not in the Hugging Face cache' in missing.stderr
+    assert not (tmp_path / 'c.pth').exists()
+
+
+# a second process (HF_ENDPOINT and HF_HUB_OFFLINE are read when huggingface_hub is imported): our init_model
+# from the Hub id, and its logits against the transformers model saved in the folder the Hub serves
+_INIT_MODEL = """
+import sys
+import transformers
+from test_models_transformers_eomt import logits_against_transformers, small_config
+from vit5seg.apis import init_model
+ours = init_model(small_config('dinov2-large_eomt_ade20k.py'), 'hf://someone/tiny', device='cpu').eval()
+theirs = transformers.EomtForUniversalSegmentation.from_pretrained(sys.argv[1]).eval()
+print(*(float(v) for v in logits_against_transformers(theirs, ours)))
+"""
+
+
+@pytest.mark.slow
+def test_init_model_takes_a_hub_id_and_converts_it_once(tmp_path, hub_env):
+    """mmengine's loader (init_model, load_from) reads ``hf://`` through huggingface_hub, converts the
+    transformers model once into the conversion cache and gives transformers' logits."""
+    hf_model('eomt').save_pretrained(tmp_path / 'repo')
+    with serve_hub({'someone/tiny': tmp_path / 'repo'}) as hub:
+        online = dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0')
+        done = subprocess.run([sys.executable, '-c', _INIT_MODEL, str(tmp_path / 'repo')], env=online,
+                              capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    converted = list((tmp_path / 'cache' / 'vit5seg' / 'converted').iterdir())
+    assert len(converted) == 1 and converted[0].suffix == '.pth'
+    stamp = converted[0].stat().st_mtime_ns
+    again = subprocess.run([sys.executable, '-c', _INIT_MODEL, str(tmp_path / 'repo')], env=hub_env,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert converted[0].stat().st_mtime_ns == stamp   # offline, read from the conversion cache
+    for run in (done, again):
+        cls, masks, largest = map(float, run.stdout.split()[-3:])
+        assert largest > 1 and cls < 1e-4 and masks < 1e-4, run.stdout
+
+
+@pytest.mark.slow
+def test_infer_with_a_hub_id_alone_is_the_whole_command(tmp_path, hub_env):
+    """EoMT-S on DINOv2 for COCO panoptic at 640 (random weights, as transformers saves it): the release
+    table gives its config, and the photo's panoptic outputs are written."""
+    # as EoMT-S is (configs/eomt/dinov2-small_eomt_coco-panoptic-640.py): 6 heads, queries in the last 3 blocks
+    hf_model('eomt', num_labels=133, dim=384, depth=12, side=640, queries=200, perturbed=False, heads=6,
+             blocks=3).save_pretrained(tmp_path / 'repo')
+    photo = tmp_path / 'home' / 'photo.jpg'
+    cv2.imwrite(str(photo), np.random.default_rng(0).integers(0, 256, (300, 420, 3), dtype=np.uint8))
+    with serve_hub({'tue-mps/coco_panoptic_eomt_small_640': tmp_path / 'repo'}) as hub:
+        done = _run('infer.py', 'hf://tue-mps/coco_panoptic_eomt_small_640', photo, '--out-dir', 'out',
+                    '--no-progress', env=dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0'))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / 'home' / 'out'
+    assert (out / 'panoptic' / 'photo.png').is_file() and (out / 'overlays' / 'photo.jpg').is_file()
+    assert [a['file_name'] for a in json.loads((out / 'panoptic.json').read_text())['annotations']] == ['photo.png']
+    unknown = _run('infer.py', 'hf://tue-mps/coco_panoptic_eomt_small_640', photo, '--out-dir', 'out',
+                   env=dict(hub_env, XDG_CACHE_HOME=str(tmp_path / 'other_cache')))
+    assert unknown.returncode == 0, unknown.stderr[-2000:]   # offline: the Hub cache, converted again
