@@ -24,6 +24,7 @@ LAYERS = {  # module -> layer, lowest first
     'vit5seg.models.backbone_layouts': 1, 'vit5seg.models.dinov_layouts': 1,
     'vit5seg.models.mask_classification.releases': 2,
     'vit5seg.models.mask_classification.transformers_eomt': 2.5,
+    'vit5seg.models.mask_classification.to_transformers': 2.5,
     'vit5seg.models.formats': 3,
     'vit5seg.models.convert': 4,
 }

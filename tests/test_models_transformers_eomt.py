@@ -170,3 +170,34 @@ def test_what_is_not_transformers_eomt_or_lacks_its_config_is_one_error_and_noth
         assert not (tmp_path / 'out.pth').exists()
     done = run_script(CONVERT, tmp_path / 'hf', tmp_path / 'out.pth', '--delta-to', tmp_path / 'hf')
     assert done.returncode == 1 and 'convert it without --delta-to' in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize('config', ['dinov2-large_eomt_ade20k.py', 'dinov3-large_eomt_coco-panoptic-640.py'])
+def test_a_model_of_ours_goes_back_to_transformers_and_predicts_as_ours(tmp_path, config):
+    """``--to transformers``: a segmentor (mmseg) or detector (mmdet) of ours, saved as mmengine saves a
+    training's checkpoint (its config in meta['cfg']), written as transformers' folder, which
+    ``from_pretrained`` loads and which gives our logits; the processor's config loads beside it."""
+    from vit5seg.apis import init_model
+    cfg = small_config(config)
+    ours = perturb(init_model(cfg, None, device='cpu'), 3).eval()
+    torch.save({'state_dict': ours.state_dict(), 'meta': {'cfg': cfg.pretty_text}}, tmp_path / 'ours.pth')
+    done = run_script(CONVERT, tmp_path / 'ours.pth', tmp_path / 'hf', '--to', 'transformers')
+    assert done.returncode == 0, done.stderr
+    name = 'EomtDinov3ForUniversalSegmentation' if 'dinov3' in config else 'EomtForUniversalSegmentation'
+    assert f"as transformers' {name}" in done.stdout
+    theirs = getattr(transformers, name).from_pretrained(tmp_path / 'hf').eval()
+    cls, masks, largest = logits_against_transformers(theirs, ours)
+    assert largest > 1 and cls < 1e-4 and masks < 1e-4, (cls, masks, largest)
+    processor = transformers.EomtImageProcessor.from_pretrained(tmp_path / 'hf')
+    assert processor.size['shortest_edge'] == SIDE
+
+
+def test_a_vit5_model_to_transformers_is_one_message(tmp_path):
+    from vit5seg.apis import init_model
+    cfg = small_config('vit5-large_eomt_ade20k.py')
+    torch.save({'state_dict': init_model(cfg, None, device='cpu').state_dict(), 'meta': {'cfg': cfg.pretty_text}},
+               tmp_path / 'ours.pth')
+    done = run_script(CONVERT, tmp_path / 'ours.pth', tmp_path / 'hf', '--to', 'transformers')
+    assert done.returncode == 1 and done.stderr.count('\n') == 1, done.stderr
+    assert "transformers has no class for EoMT on a 'vit5-large' backbone" in done.stderr
+    assert not (tmp_path / 'hf').exists()

@@ -18,6 +18,7 @@ from ..hub import DownloadError, resolve, sha256sum
 from . import formats
 from .checkpoint_files import CheckpointError, is_own_layout, model_folder_weights, read_checkpoint, read_weights
 from .mask_classification.releases import describe_release
+from .mask_classification.to_transformers import to_transformers
 
 
 def parse_arch(text: str):
@@ -119,7 +120,7 @@ def main(argv=None):
                                     '(config.json beside its weights), an http(s) URL (downloaded once into the torch '
                                     'hub cache) or a Hugging Face Hub id hf://OWNER/NAME[@REVISION][/FILE] (through '
                                     'the Hugging Face cache); the layout is detected')
-    parser.add_argument('dst', help='where to write the converted .pth')
+    parser.add_argument('dst', help='where to write the converted .pth (with --to transformers: a folder)')
     parser.add_argument('--arch', type=parse_arch, default=None,
                         help='check the result against this backbone: a preset (vit5-base, dinov3-large, ...) or '
                              'a dict literal of sizes/switches; mismatches are listed and nothing is written')
@@ -131,6 +132,10 @@ def main(argv=None):
                         help='write a segmentor checkpoint (a training\'s, a converted release, or an EoMT release '
                              'converted first) without the tensors whose shape is its class count (conv_seg, '
                              'class_head, cls_embed), to fine-tune on a dataset of other classes with load_from')
+    parser.add_argument('--to', choices=['transformers'], default=None,
+                        help='transformers: write an EoMT model trained or converted here (DINOv2 or DINOv3 backbone) '
+                             'as transformers\' EomtForUniversalSegmentation / EomtDinov3ForUniversalSegmentation '
+                             'folder at DST (config.json, model.safetensors, the image processor\'s config)')
     parser.add_argument('--ema', action='store_true', help='take the weights under model_ema instead of model')
     parser.add_argument('--img-size', type=int, default=None,
                         help='resize pos_embed to this pretraining size (e.g. 384), by the --arch preset\'s rule '
@@ -141,6 +146,14 @@ def main(argv=None):
                         help='allow full unpickling for files that need it (runs code in the file: trusted '
                              'sources only)')
     args = parser.parse_args(argv)
+    if args.to == 'transformers':
+        try:
+            written = to_transformers(read_checkpoint(args.src, args.allow_unsafe, sha256=args.sha256), args.dst,
+                                      args.src)
+        except (CheckpointError, DownloadError) as e:
+            parser.exit(1, f'error: {e}\n')
+        print(f'wrote {args.src} as transformers\' {written} -> {args.dst} (from_pretrained reads it)')
+        return
     meta = {}
     try:
         layout = convert_file(args.src, args.dst, arch=args.arch, use_ema=args.ema, img_size=args.img_size,
