@@ -90,6 +90,21 @@ def checkpoint_config(obj: dict, source) -> Config:
                           f'release\'s meta["release"]["config"]): --to transformers needs the model it is')
 
 
+def _input_side(cfg: Config, sd: StateDict, patch: int, source) -> int:
+    """The square input transformers' EoMT runs at (its masks are reshaped to that grid): the position
+    grid's (DINOv2); without one (DINOv3, whose img_size means nothing), the detector's pad size or the
+    segmentor's window."""
+    pos = sd.get('backbone.pos_embed')
+    if pos is not None:
+        return round(pos.shape[1] ** 0.5) * patch
+    given = (cfg.model.data_preprocessor.get('pad_size') or (cfg.model.get('test_cfg') or {}).get('crop_size')
+             or cfg.model.data_preprocessor.get('size'))
+    if not given or len(set(given)) != 1:
+        raise CheckpointError(f'{source}: its config gives no square input (data_preprocessor.pad_size, '
+                              f'test_cfg.crop_size): transformers\' EoMT runs at one image_size')
+    return int(given[0])
+
+
 def to_transformers(obj: dict, out_dir, source) -> str:
     """A checkpoint of an EoMT segmentor or detector on DINOv2 or DINOv3 -> transformers' model folder at
     ``out_dir``; returns the transformers class it is."""
@@ -107,7 +122,7 @@ def to_transformers(obj: dict, out_dir, source) -> str:
         raise CheckpointError(f'{source}: a {s["mlp_type"]} MLP ({arch}) is not written back to transformers yet')
     sd = obj.get('state_dict', obj)
     head = keys_under(sd, 'decode_head.')
-    side = s['img_size'] if isinstance(s['img_size'], int) else s['img_size'][0]
+    side = _input_side(cfg, sd, s['patch_size'], source)
     sizes = dict(hidden_size=s['embed_dims'], num_hidden_layers=s['num_layers'],
                  num_attention_heads=s['num_heads'], patch_size=s['patch_size'], image_size=side,
                  num_register_tokens=s['num_registers'], layer_norm_eps=s['norm_eps'],
