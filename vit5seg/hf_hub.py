@@ -10,6 +10,7 @@ An id without FILE is a model folder as transformers' ``from_pretrained`` reads 
 in one snapshot folder of the cache; with FILE, that file, and the repository's ``config.json``
 beside it where there is one.
 """
+import json
 import re
 from pathlib import Path
 from typing import NamedTuple, Optional
@@ -17,6 +18,7 @@ from typing import NamedTuple, Optional
 from .errors import ToolError
 
 PREFIX = 'hf://'
+# what transformers' save_pretrained writes (and a Hub snapshot holds) beside its config.json
 WEIGHT_FILES = ('model.safetensors', 'model.safetensors.index.json', 'pytorch_model.bin')
 
 
@@ -41,6 +43,11 @@ def parse_hub_id(text: str) -> HubId:
     if not parts[0] or not name or '' in parts[2:] or (_ and not revision):
         raise HubError(f'{text!r} is no Hub id: write hf://OWNER/NAME[@REVISION][/FILE]')
     return HubId(f'{parts[0]}/{name}', revision or None, '/'.join(parts[2:]) or None)
+
+
+def shard_names(index: Path) -> list:
+    """The files transformers' ``model.safetensors.index.json`` names (its ``weight_map``'s values)."""
+    return sorted(set(json.loads(Path(index).read_text())['weight_map'].values()))
 
 
 def snapshot_revision(path) -> Optional[str]:
@@ -91,8 +98,7 @@ def hub_path(text: str) -> str:
             except errors.EntryNotFoundError:   # LocalEntryNotFoundError too: offline, another of them cached
                 continue
             if name.endswith('.index.json'):
-                import json
-                for shard in sorted(set(json.loads(Path(path).read_text())['weight_map'].values())):
+                for shard in shard_names(Path(path)):
                     _download(hub_id, shard)
             return str(folder)
         raise HubError(f'{text} holds a config.json but none of {", ".join(WEIGHT_FILES)}'
@@ -110,5 +116,5 @@ def _offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
-__all__ = ['HubError', 'HubId', 'PREFIX', 'WEIGHT_FILES', 'hub_path', 'is_hub_id', 'parse_hub_id',
+__all__ = ['HubError', 'HubId', 'PREFIX', 'WEIGHT_FILES', 'hub_path', 'is_hub_id', 'parse_hub_id', 'shard_names',
            'snapshot_revision']

@@ -19,7 +19,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from ..errors import ToolError
-from ..hf_hub import is_hub_id
+from ..hf_hub import WEIGHT_FILES, is_hub_id, shard_names
 from ..hub import DINOV3_REQUEST, GATED_WEIGHTS, OFFICIAL_WEIGHTS, is_url, official_name, resolve
 from ..paths import tool_command
 from ..utils.state_dicts import StateDict, keys_under
@@ -91,16 +91,12 @@ def read_checkpoint(path, allow_unsafe: bool = False, map_location='cpu', sha256
         raise
 
 
-# what transformers' save_pretrained writes (and a Hugging Face snapshot holds) beside its config.json
-MODEL_FOLDER_FILES = ('model.safetensors', 'model.safetensors.index.json', 'pytorch_model.bin')
-
-
 def model_folder_weights(folder: Path) -> Optional[Path]:
     """The weights file of a transformers model folder (``config.json`` beside one of
-    :data:`MODEL_FOLDER_FILES`), or None for any other folder."""
+    :data:`vit5seg.hf_hub.WEIGHT_FILES`), or None for any other folder."""
     if not (folder / 'config.json').is_file():
         return None
-    return next((folder / name for name in MODEL_FOLDER_FILES if (folder / name).is_file()), None)
+    return next((folder / name for name in WEIGHT_FILES if (folder / name).is_file()), None)
 
 
 def read_model_config(path) -> Optional[dict]:
@@ -121,7 +117,7 @@ def read_model_config(path) -> Optional[dict]:
 def _read_shards(index: Path, map_location) -> dict:
     """transformers' sharded safetensors: the files ``model.safetensors.index.json`` names, as one dict."""
     try:
-        files = sorted(set(json.loads(index.read_text())['weight_map'].values()))
+        files = shard_names(index)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise UnreadableCheckpoint(f'{index} is no transformers shard index (its weight_map: {e})') from None
     out = {}
@@ -305,6 +301,6 @@ def read_weights(path, allow_unsafe: bool = False, sha256: Optional[str] = None,
                  prefix: Optional[str] = None) -> Weights:
     """``path`` (a file or URL) read safely (:func:`read_checkpoint`) and its tensors found."""
     local = resolve(path, sha256) if is_hub_id(path) else path   # a Hub id: its snapshot, config.json beside
-    obj = read_checkpoint(local, allow_unsafe, sha256=sha256)
+    obj = read_checkpoint(local, allow_unsafe, sha256=sha256 if local == path else None)   # checked once
     return Weights(obj, extract_state_dict(obj, use_ema=use_ema, prefix=prefix), is_own_layout(obj, prefix),
                    None if is_url(local) else read_model_config(local), str(local) if local != path else None)

@@ -48,16 +48,21 @@ def fold_cls_position(sd: StateDict) -> StateDict:
     return sd
 
 
+def rope_pair_rows(channels: int, heads: int) -> torch.Tensor:
+    """For ``channels`` q (or k) rows of ``heads`` heads: the source row of each row once every head's rows
+    (i, i + D/2), DINOv3's rotate-half pairs, are made adjacent (``out = rows_in[order]``)."""
+    D = channels // heads
+    order = torch.stack([torch.arange(D // 2), torch.arange(D // 2) + D // 2], dim=1).flatten()
+    return torch.cat([(h * D + order) for h in range(heads)])
+
+
 def interleave_rope_halves(sd: StateDict, num_heads: Optional[int]) -> StateDict:
     """Per head of each ``attn.qkv``, q and k rows (i, i + D/2) made adjacent."""
     sd = dict(sd)
     for key in [k for k in sd if k.endswith(('attn.qkv.weight', 'attn.qkv.bias'))]:
         value = sd[key]
         C = value.shape[0] // 3
-        heads = num_heads or C // DINOV3_HEAD_DIM
-        D = C // heads
-        order = torch.stack([torch.arange(D // 2), torch.arange(D // 2) + D // 2], dim=1).flatten()
-        rows = torch.cat([(h * D + order) for h in range(heads)])
+        rows = rope_pair_rows(C, num_heads or C // DINOV3_HEAD_DIM)
         value = value.clone()
         for start in (0, C):  # q, then k; v keeps its order
             value[start:start + C] = value[start:start + C][rows]

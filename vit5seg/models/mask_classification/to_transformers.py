@@ -13,6 +13,7 @@ from mmengine.config import Config
 from ...utils.state_dicts import StateDict, keys_under
 from ..backbones.vit5 import resolve_arch
 from ..checkpoint_files import CheckpointError
+from ..dinov_layouts import rope_pair_rows
 
 FAMILIES = {'dinov2': 'EomtForUniversalSegmentation', 'dinov3': 'EomtDinov3ForUniversalSegmentation'}
 
@@ -20,9 +21,7 @@ FAMILIES = {'dinov2': 'EomtForUniversalSegmentation', 'dinov3': 'EomtDinov3ForUn
 def _halves(value: torch.Tensor, heads: int) -> torch.Tensor:
     """q and k rows of each head from adjacent pairs back to halves (DINOv3's rotate-half order)."""
     C = value.shape[0] // 3
-    D = C // heads
-    order = torch.stack([torch.arange(D // 2), torch.arange(D // 2) + D // 2], dim=1).flatten()
-    rows = torch.cat([h * D + order for h in range(heads)])
+    rows = rope_pair_rows(C, heads)
     out = value.clone()
     for start in (0, C):
         out[start:start + C][rows] = value[start:start + C]

@@ -67,8 +67,8 @@ def model_type_of(config: Optional[dict], source) -> str:
     return found
 
 
-def type_default(model_type: str) -> str:
-    return {'eomt': 'EomtConfig', 'eomt_dinov3': 'EomtDinov3Config'}[model_type]
+# each model_type's config class and its layer_norm_eps default (transformers 5.x)
+TYPE_DEFAULT_EPS = {'eomt': ('EomtConfig', 1e-6), 'eomt_dinov3': ('EomtDinov3Config', 1e-6)}
 
 
 def _side(config: dict) -> Optional[int]:
@@ -129,7 +129,7 @@ def convert_transformers_eomt(sd: StateDict, config: Optional[dict], source, del
     if delta_to is not None:
         raise CheckpointError(f'{source} is transformers\' EoMT, which holds whole weights (transformers loads it as '
                               f'it is): convert it without --delta-to')
-    classes = sd['class_predictor.weight'].shape[0] - 1 if 'class_predictor.weight' in sd else None
+    classes = sd['class_predictor.weight'].shape[0] - 1   # the format row's keys include it
     out, words, meta = convert_release(to_release(sd), source, 'eomt', model=model, side=_side(config),
                                        num_heads=config.get('num_attention_heads'),
                                        class_names=label_names(config, classes))
@@ -144,9 +144,11 @@ def convert_transformers_eomt(sd: StateDict, config: Optional[dict], source, del
     notes = [_class_meta(meta)] + _blocks_note(release.get('config'), blocks)
     eps, family_eps = config.get('layer_norm_eps'), resolve_arch(f'{release["family"]}-large')['norm_eps']
     if eps is not None and eps != family_eps:
+        default = TYPE_DEFAULT_EPS[model_type]
         notes.append(f'its config.json\'s layer_norm_eps is {eps:g}, where {release["family"].upper()} and EoMT\'s '
-                     f'models use {family_eps:g} (transformers\' {type_default(model_type)} default): to predict as '
-                     f'transformers does, set model.backbone.norm_eps={eps:g} (docs/transformers.md)')
+                     f'models use {family_eps:g}' + (f' (transformers\' {default[0]} default)' if eps == default[1]
+                                                     else '') + ': to predict as transformers does, set '
+                     f'model.backbone.norm_eps={eps:g} (docs/transformers.md)')
     if probs is not None and bool((probs > 0).any()):
         notes.append(f'its attn_mask_probs are {[round(float(p), 4) for p in probs]}: transformers masks the '
                      f'queries\' attention at inference where one is above 0 (an unfinished annealing); EoMT, and '
