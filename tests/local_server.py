@@ -133,13 +133,14 @@ def closed_port_url(name: str) -> str:
 class _HubHandler(http.server.BaseHTTPRequestHandler):
     """The part of the Hugging Face Hub's HTTP interface huggingface_hub's ``hf_hub_download`` uses:
     ``HEAD``/``GET /OWNER/NAME/resolve/REVISION/FILE`` with the commit (``X-Repo-Commit``), an ETag and
-    the size; a missing repository or file is a 404 with the Hub's ``X-Error-Code``."""
+    the size, a ``Range`` request's remainder (206); a missing repository, revision or file is a 404 with the
+    Hub's ``X-Error-Code``."""
     def log_message(self, *args):
         pass
 
     def _answer(self, body: bool):
         server = self.server
-        server.requests.append((self.command, self.path, self.headers.get('Authorization')))
+        server.requests.append((self.command, self.path, self.headers.get('Authorization'), self.headers.get('Range')))
         parts = self.path.split('?')[0].lstrip('/').split('/')
         repo, revision, name = '/'.join(parts[:2]), parts[3] if len(parts) > 3 else '', '/'.join(parts[4:])
         if parts[2:3] != ['resolve'] or repo not in server.repos:
@@ -153,13 +154,22 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
         if not path.is_file():
             return self._error('EntryNotFound', 'Entry not found')
         data = path.read_bytes()
-        self.send_response(200)
+        start = int(self.headers.get('Range', 'bytes=0-').split('=')[1].split('-')[0]) if body else 0
+        self.send_response(206 if start else 200)
         self.send_header('X-Repo-Commit', commit)
         self.send_header('ETag', f'"{hashlib.sha256(data).hexdigest()}"')
-        self.send_header('Content-Length', str(len(data)))
+        self.send_header('Content-Length', str(len(data) - start))
+        if start:
+            self.send_header('Content-Range', f'bytes {start}-{len(data) - 1}/{len(data)}')
         self.end_headers()
-        if body:
-            self.wfile.write(data)
+        if not body:
+            return
+        if server.cuts.get(name, 0) > 0:   # the connection drops after half of what is left
+            server.cuts[name] -= 1
+            self.wfile.write(data[start:start + (len(data) - start) // 2])
+            self.close_connection = True
+            return
+        self.wfile.write(data[start:])
 
     def _error(self, code: str, message: str, status: int = 404):
         self.send_response(status)
@@ -176,14 +186,15 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve_hub(repos: dict, token=None):
+def serve_hub(repos: dict, token=None, cuts=None):
     """A Hub on 127.0.0.1 serving ``{'OWNER/NAME': folder}``, each at one commit (its name's hash);
-    ``token``: the repositories are gated, readable with that token only. Yields the server, whose
-    ``endpoint`` is what HF_ENDPOINT takes."""
+    ``token``: the repositories are gated, readable with that token only; ``cuts``: ``{FILE: n}``, the first
+    n downloads of that file drop the connection halfway. Yields the server, whose ``endpoint`` is what
+    HF_ENDPOINT takes and whose ``requests`` lists (method, path, Authorization, Range)."""
     server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _HubHandler)
     server.daemon_threads = True
     server.repos = {name: (Path(folder), hashlib.sha1(name.encode()).hexdigest()) for name, folder in repos.items()}
-    server.requests, server.token = [], token
+    server.requests, server.token, server.cuts = [], token, dict(cuts or {})
     server.endpoint = f'http://127.0.0.1:{server.server_address[1]}'
     with _running(server):
         yield server

@@ -208,3 +208,25 @@ def test_all_tasks_one_pass_against_three_models(tmp_path):
     data = json.loads((tmp_path / 'a.json').read_text())
     assert data['one_pass_time_ratio'] == pytest.approx(data['one_pass_s'] / data['three_models_s'])
     assert data['one_pass_s'] > 0 and data['three_models_s'] > 0 and '| one_pass_time_ratio |' in out.stdout
+
+
+def test_peer_transformers_times_the_three_tasks_whole_and_the_predictions_agree(tmp_path):
+    """tools/benchmark.py --peer transformers at a CPU size: our whole prediction and transformers' (its
+    processor, model and post-processing) of the same converted weights, per task, in one interleaved run;
+    the two predictions agree (transformers is the independent side). A ViT-5 backbone is one error."""
+    pytest.importorskip('transformers')
+    pytest.importorskip('mmdet')
+    out = run_script(REPO / 'tools' / 'benchmark.py', '--peer', 'transformers', '--arch',
+                     "{'embed_dims': 64, 'num_layers': 2, 'num_heads': 2}", '--warmup', '0', '--repeats', '2',
+                     '--device', 'cpu', '--json', tmp_path / 'p.json')
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((tmp_path / 'p.json').read_text())
+    for task in ('semantic', 'panoptic', 'instance'):
+        assert data[f'{task}_ours_s'] > 0 and data[f'{task}_transformers_s'] > 0
+        assert data[f'{task}_time_ratio'] == pytest.approx(data[f'{task}_ours_s'] / data[f'{task}_transformers_s'])
+        assert f'| {task}_time_ratio |' in out.stdout
+    assert data['num_blocks'] == 1 and data['semantic_photo'] == '512x683'
+    assert data['semantic_same_labels'] >= 0.999 and data['panoptic_same_labels'] >= 0.999
+    assert data['instance_top30_held'] == 30
+    done = run_script(REPO / 'tools' / 'benchmark.py', '--peer', 'transformers', '--arch', 'vit5-small')
+    assert done.returncode == 2 and "error: --peer transformers times EoMT on DINOv2" in done.stderr, done.stderr

@@ -61,7 +61,7 @@ def test_convert_from_the_hub_pins_the_commit_offline_reads_the_cache_and_gated_
         assert done.returncode == 0, done.stderr
         assert TOKEN not in done.stdout + done.stderr
         commit = hub.repos['tue-mps/tiny_eomt'][1]
-        fetched = [path for method, path, _ in hub.requests if method == 'GET']
+        fetched = [path for method, path, *_ in hub.requests if method == 'GET']
         assert fetched == ['/tue-mps/tiny_eomt/resolve/main/config.json',
                            '/tue-mps/tiny_eomt/resolve/main/model.safetensors']
     meta = torch.load(tmp_path / 'a.pth', weights_only=True)['meta']
@@ -135,3 +135,44 @@ def test_infer_with_a_hub_id_alone_is_the_whole_command(tmp_path, hub_env):
     unknown = _run('infer.py', 'hf://tue-mps/coco_panoptic_eomt_small_640', photo, '--out-dir', 'out',
                    env=dict(hub_env, XDG_CACHE_HOME=str(tmp_path / 'other_cache')))
     assert unknown.returncode == 0, unknown.stderr[-2000:]   # offline: the Hub cache, converted again
+
+
+@pytest.mark.slow   # huggingface_hub waits 1 s before each of its retries
+def test_bad_hub_input_is_one_line_and_an_interrupted_download_is_resumed_never_taken_as_complete(tmp_path, hub_env):
+    """A repository or revision the Hub does not have is one line, exit 1. A dropped connection is retried
+    (huggingface_hub tries 5 times more within a call, from where it was for a file over its 10 MB chunk);
+    one that drops every time is one error line, and nothing looks done: no converted file, no file in the
+    cache's snapshot, no partial blob (huggingface_hub 2.x downloads to a temporary name of its own). The next
+    call fetches it, and the converted tensors are the served file's."""
+    model = hf_model('eomt')
+    model.save_pretrained(tmp_path / 'repo')
+    repos = {'tue-mps/tiny_eomt': tmp_path / 'repo', 'tue-mps/other_eomt': tmp_path / 'repo'}
+    with serve_hub(repos, cuts={'model.safetensors': 1}) as hub:
+        env = dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0')
+        for source, says in (('hf://nobody/nothing', 'hf://nobody/nothing: no such repository (or it is private'),
+                             ('hf://tue-mps/tiny_eomt@v9', "hf://tue-mps/tiny_eomt@v9: the repository has no "
+                                                           "revision 'v9'")):
+            done = _run('convert_checkpoint.py', source, tmp_path / 'a.pth', env=env)
+            assert done.returncode == 1 and done.stderr.count('\n') == 1 and says in done.stderr, done.stderr
+        resumed = _run('convert_checkpoint.py', 'hf://tue-mps/tiny_eomt', tmp_path / 'a.pth', env=env)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        ranges = [r for method, path, _, r in hub.requests if method == 'GET' and path.endswith('model.safetensors')]
+        assert len(ranges) == 2, ranges   # dropped, then fetched again within the call
+        hub.cuts['model.safetensors'] = 6
+        cut = _run('convert_checkpoint.py', 'hf://tue-mps/other_eomt', tmp_path / 'b.pth', env=env)
+        # huggingface_hub's own retry warnings come first; the error is one line, the last
+        errors = [line for line in cut.stderr.splitlines() if line.startswith('error:')]
+        assert cut.returncode == 1 and len(errors) == 1 and cut.stderr.splitlines()[-1] == errors[0], cut.stderr
+        assert errors[0].startswith('error: hf://tue-mps/other_eomt: the download of model.safetensors was '
+                                    'interrupted (') and errors[0].endswith('run the same command again to resume it'), errors
+        cache = tmp_path / 'hf_home' / 'hub' / 'models--tue-mps--other_eomt'
+        assert not (tmp_path / 'b.pth').exists() and not list(cache.glob('snapshots/*/model.safetensors'))
+        assert [p.name for p in (cache / 'blobs').iterdir()] == [(cache / 'snapshots').glob('*/config.json')
+                                                                 .__next__().resolve().name]
+        again = _run('convert_checkpoint.py', 'hf://tue-mps/other_eomt', tmp_path / 'b.pth', env=env)
+        assert again.returncode == 0, again.stderr[-2000:]
+    from safetensors.torch import load_file
+    served = load_file(tmp_path / 'repo' / 'model.safetensors')
+    for name in ('a.pth', 'b.pth'):
+        converted = torch.load(tmp_path / name, weights_only=True)['state_dict']
+        assert torch.equal(converted['decode_head.class_head.weight'], served['class_predictor.weight'])

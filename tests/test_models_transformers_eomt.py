@@ -5,6 +5,7 @@
 query on the same input. The config a file fits is chosen from its config.json against the release
 table, and its id2label becomes the checkpoint's class names."""
 import json
+import re
 
 import pytest
 import torch
@@ -191,8 +192,13 @@ def test_a_model_of_ours_goes_back_to_transformers_and_predicts_as_ours(tmp_path
     theirs = getattr(transformers, name).from_pretrained(tmp_path / 'hf').eval()
     cls, masks, largest = logits_against_transformers(theirs, ours)
     assert largest > 1 and cls < 1e-4 and masks < 1e-4, (cls, masks, largest)
+    # as the Hub's processors are set (tue-mps/ade20k_semantic_eomt_large_512: the short side and windows;
+    # tue-mps/coco_panoptic_eomt_large_640: the long side, padded)
     processor = transformers.EomtImageProcessor.from_pretrained(tmp_path / 'hf')
-    assert processor.size['shortest_edge'] == SIDE
+    semantic = 'ade20k' in config
+    assert (processor.size.get('shortest_edge'), processor.size.get('longest_edge')) == (
+        SIDE, None if semantic else SIDE)
+    assert (processor.do_split_image, processor.do_pad) == (semantic, not semantic)
 
 
 def test_a_vit5_model_to_transformers_is_one_message(tmp_path):
@@ -204,3 +210,21 @@ def test_a_vit5_model_to_transformers_is_one_message(tmp_path):
     assert done.returncode == 1 and done.stderr.count('\n') == 1, done.stderr
     assert "transformers has no class for EoMT on a 'vit5-large' backbone" in done.stderr
     assert not (tmp_path / 'hf').exists()
+
+
+def test_a_config_json_that_disagrees_with_its_weights_is_one_error_and_nothing_is_written(tmp_path):
+    from vit5seg.models.checkpoint_files import CheckpointError
+    hf_model('eomt', perturbed=False).save_pretrained(tmp_path / 'hf')
+    config = json.loads((tmp_path / 'hf' / 'config.json').read_text())
+    seven = {str(i): f'class {i}' for i in range(7)}
+    for key, value, says in (('hidden_size', 2 * DIM, f'hidden_size is {2 * DIM}, its weights\' {DIM} (query.weight)'),
+                             ('num_queries', QUERIES + 1, f'num_queries is {QUERIES + 1}, its weights\' {QUERIES}'),
+                             ('num_hidden_layers', 5, f'num_hidden_layers is 5, its weights\' {DEPTH} (layers.N)'),
+                             ('id2label', seven, 'id2label names 7 classes, its weights\' 150')):
+        (tmp_path / 'hf' / 'config.json').write_text(json.dumps(dict(config, **{key: value})))
+        with pytest.raises(CheckpointError, match=re.escape(f"its config.json's {says}")):
+            convert_file(tmp_path / 'hf', tmp_path / 'out.pth')
+        assert not (tmp_path / 'out.pth').exists()
+    done = run_script(CONVERT, tmp_path / 'hf', tmp_path / 'out.pth')
+    assert done.returncode == 1 and done.stderr.count('\n') == 1 and 'they are not one model' in done.stderr
+    assert not (tmp_path / 'out.pth').exists()

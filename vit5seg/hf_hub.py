@@ -10,6 +10,7 @@ An id without FILE is a model folder as transformers' ``from_pretrained`` reads 
 in one snapshot folder of the cache; with FILE, that file, and the repository's ``config.json``
 beside it where there is one.
 """
+import importlib
 import json
 import re
 from pathlib import Path
@@ -61,7 +62,7 @@ def _one_line(text: str, error: Exception) -> HubError:
     why = {errors.GatedRepoError: 'it is gated: accept its licence on the Hub, then log in (hf auth login) or '
                                   'set HF_TOKEN',
            errors.RepositoryNotFoundError: 'no such repository (or it is private: log in, or set HF_TOKEN)',
-           errors.RevisionNotFoundError: 'no such revision in it',
+           errors.RevisionNotFoundError: f'the repository has no revision {parse_hub_id(text).revision!r}',
            errors.LocalEntryNotFoundError: 'it is not in the Hugging Face cache and the Hub cannot be reached '
                                            '(offline: HF_HUB_OFFLINE, or no network); fetch it where there is one '
                                            'with the same HF_HOME',
@@ -72,9 +73,28 @@ def _one_line(text: str, error: Exception) -> HubError:
     return HubError(f'{text}: {reason}')
 
 
-def _download(hub_id: HubId, filename: str) -> str:
+def _transport_errors() -> tuple:
+    """The connection errors of huggingface_hub's HTTP client that are no ``OSError`` (2.x: httpx2's, 1.x:
+    httpx's; 0.x's requests errors are OSErrors)."""
+    found = []
+    for module in ('httpx2', 'httpx'):
+        try:
+            found.append(importlib.import_module(module).TransportError)
+        except ImportError:
+            pass
+    return tuple(found)
+
+
+def _download(hub_id: HubId, filename: str, text: str) -> str:
+    """huggingface_hub's ``hf_hub_download``; a connection that drops after its retries is one error: the
+    part fetched stays in the cache as ``.incomplete`` (never a snapshot file), and the next call resumes it."""
     from huggingface_hub import hf_hub_download
-    return hf_hub_download(hub_id.repo_id, filename, revision=hub_id.revision)
+    try:
+        return hf_hub_download(hub_id.repo_id, filename, revision=hub_id.revision)
+    except _transport_errors() as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise HubError(f'{text}: the download of {filename} was interrupted ({why}); run the same command again '
+                       f'to resume it') from None
 
 
 def hub_path(text: str) -> str:
@@ -84,22 +104,22 @@ def hub_path(text: str) -> str:
     hub_id = parse_hub_id(text)
     try:
         if hub_id.filename is not None:
-            path = _download(hub_id, hub_id.filename)
+            path = _download(hub_id, hub_id.filename, text)
             if Path(hub_id.filename).suffix in ('.safetensors', '.bin', '.json'):
                 try:   # a transformers model's weights: its config, beside them in the snapshot
-                    _download(hub_id, str(Path(hub_id.filename).parent / 'config.json').removeprefix('./'))
+                    _download(hub_id, str(Path(hub_id.filename).parent / 'config.json').removeprefix('./'), text)
                 except errors.EntryNotFoundError:
                     pass
             return path
-        folder = Path(_download(hub_id, 'config.json')).parent
+        folder = Path(_download(hub_id, 'config.json', text)).parent
         for name in WEIGHT_FILES:
             try:
-                path = _download(hub_id, name)
+                path = _download(hub_id, name, text)
             except errors.EntryNotFoundError:   # LocalEntryNotFoundError too: offline, another of them cached
                 continue
             if name.endswith('.index.json'):
                 for shard in shard_names(Path(path)):
-                    _download(hub_id, shard)
+                    _download(hub_id, shard, text)
             return str(folder)
         raise HubError(f'{text} holds a config.json but none of {", ".join(WEIGHT_FILES)}'
                        f'{" in the cache (offline)" if _offline() else ""}: give its weights file as '

@@ -10,10 +10,6 @@ model = dict(
     # PMT's evaluation (EoMT's eval_step): ceil(long side / 512) windows spread evenly; mmseg's slide at stride 512
     # places the same windows wherever two suffice (every image of aspect <= 2)
     test_cfg=dict(stride=(512, 512)))
-# and the short side to 512 with PIL's bilinear, as eval_step resizes
-test_pipeline = [{**step, 'backend': 'pillow'} if step['type'] == 'Resize' else step for step in _base_.test_pipeline]
-val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
-test_dataloader = val_dataloader
 optim_wrapper = dict(optimizer=dict(lr=2e-4))  # the yaml's lr
 param_scheduler = [
     dict(type='WarmupCosineLR', warmup_iters=6000, min_lr=1e-9, by_epoch=False, begin=0,  # the yaml

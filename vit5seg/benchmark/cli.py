@@ -1,5 +1,6 @@
 """``tools/benchmark.py``: the backbone against its peers, and with ``--segmentor`` the
-segmentors, or with ``--panoptic`` panoptic inference; figures as a table and JSON."""
+segmentors, or with ``--panoptic`` panoptic inference, or with ``--peer transformers`` whole
+predictions against transformers' EoMT; figures as a table and JSON."""
 import argparse
 import functools
 import json
@@ -44,7 +45,8 @@ def results_table(result: dict) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--arch', type=parse_arch, default=None,
-                        help='preset or dict literal (default vit5-small; with --all-tasks dinov3-small)')
+                        help='preset or dict literal (default vit5-small; with --all-tasks dinov3-small; with --peer '
+                             'dinov2-large, EoMT-L)')
     parser.add_argument('--crop', type=int, default=512)
     parser.add_argument('--batch', type=int, default=2)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
@@ -71,10 +73,30 @@ def main(argv=None):
                         help='time configs/pmt/dinov3-large_pmt_all-tasks.py\'s three PMT models on --arch (default '
                              'dinov3-small here): one shared encoder pass against one pass per task, and the peak '
                              'memory of each (vit5seg/benchmark/all_tasks.py)')
+    parser.add_argument('--peer', choices=['transformers'],
+                        help='time the whole prediction (pre-processing, network, post-processing) of EoMT-L\'s '
+                             'ADE20K semantic, COCO panoptic and COCO instance configs against transformers\' EoMT '
+                             'with the same random weights, interleaved, and print the ratios and how far the two '
+                             'predictions agree (vit5seg/benchmark/transformers_peer.py)')
+    parser.add_argument('--tasks', nargs='+', choices=['semantic', 'panoptic', 'instance'],
+                        help='with --peer: these tasks only (default: all three)')
     parser.add_argument('--no-memory', action='store_true', help='skip the peak-memory measurements')
     parser.add_argument('--json', help='write all figures to this file')
     args = parser.parse_args(argv)
-    args.arch = args.arch or ('dinov3-small' if args.all_tasks else 'vit5-small')
+    args.arch_given, args.arch = args.arch, args.arch or ('dinov3-small' if args.all_tasks else 'vit5-small')
+    if args.peer:
+        from .transformers_peer import TASKS, eomt_sizes, peer_table, peer_timings
+        tasks = tuple(args.tasks or TASKS)
+        arch = args.arch_given or 'dinov2-large'
+        try:
+            eomt_sizes(arch)
+        except ValueError as e:
+            parser.error(str(e))
+        result = peer_timings(tasks, args.device, args.warmup, args.repeats, arch)
+        photos = ', '.join(f'{task} {result[task + "_photo"]}' for task in tasks)
+        return _report(result, peer_table(result), args, f'EoMT on {arch}, random weights, one photo per task ({photos}) '
+                       f'device={args.device} torch={torch.__version__} transformers={result["transformers_version"]} '
+                       f'threads={torch.get_num_threads()} repeats={args.repeats}')
     if args.frozen is not None:
         from .frozen import frozen_table, frozen_timings
         archs = [parse_arch(a) for a in args.frozen] or ['vit5-small', 'dinov3-small']

@@ -143,10 +143,11 @@ INFERENCE_KEY = 'vit5seg.inference'
 
 def inference_settings(cfg) -> dict:
     """What an mmseg config does around the network at test time: the test pipeline's
-    ``Resize`` (scale and keep_ratio, or None), ``test_cfg`` (mode, and crop/stride for
+    ``Resize`` (scale, keep_ratio and mmcv's backend, or None), ``test_cfg`` (mode, and crop/stride for
     slide) and the decode head's ``align_corners`` for the resize back."""
     pipeline = cfg.get('test_pipeline') or cfg.test_dataloader.dataset.pipeline
-    resize = next((dict(scale=list(step['scale']), keep_ratio=bool(step.get('keep_ratio', False)))
+    resize = next((dict(scale=list(step['scale']), keep_ratio=bool(step.get('keep_ratio', False)),
+                        backend=step.get('backend', 'cv2'))
                    for step in pipeline if step['type'] == 'Resize' and step.get('scale')), None)
     test_cfg = cfg.model.get('test_cfg') or {}
     mode = test_cfg.get('mode', 'whole')

@@ -103,7 +103,9 @@ class OnnxSession:
         resize = self.settings['resize']
         if resize is not None:
             rescale = mmcv.imrescale if resize['keep_ratio'] else mmcv.imresize
-            image = rescale(image, tuple(resize['scale']), interpolation='bilinear', backend='cv2')
+            # an export made before the backend was stored resized with mmcv's default, cv2
+            image = rescale(image, tuple(resize['scale']), interpolation='bilinear',
+                            backend=resize.get('backend', 'cv2'))
         if self.settings['mode'] == 'slide':
             logits, _ = self.slide(image, tuple(self.settings['crop_size']), tuple(self.settings['stride']))
         else:

@@ -12,3 +12,8 @@ train_pipeline = [
 ]
 # per GPU: 8 GPUs x 2 = EoMT's batch of 16
 train_dataloader = dict(batch_size=2, dataset=dict(pipeline=train_pipeline))
+# EoMT's evaluation resize (training/lightning_module.py window_imgs_semantic): PIL's bilinear, the identity on
+# Cityscapes' 1024x2048 photos
+test_pipeline = [{**step, 'backend': 'pillow'} if step['type'] == 'Resize' else step for step in _base_.test_pipeline]
+val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+test_dataloader = val_dataloader

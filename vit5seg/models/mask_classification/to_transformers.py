@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from mmengine.config import Config
 
+from ...utils.config_kinds import task_of
 from ...utils.state_dicts import StateDict, keys_under
 from ..backbones.vit5 import resolve_arch
 from ..checkpoint_files import CheckpointError
@@ -149,8 +150,17 @@ def to_transformers(obj: dict, out_dir, source) -> str:
     model.save_pretrained(out_dir)
     mean, std = cfg.model.data_preprocessor.mean, cfg.model.data_preprocessor.std
     transformers.EomtImageProcessor(image_mean=[m / 255 for m in mean], image_std=[v / 255 for v in std],
-                                    size=dict(shortest_edge=side, longest_edge=side)).save_pretrained(out_dir)
+                                    **processor_settings(task_of(cfg), side)).save_pretrained(out_dir)
     return FAMILIES[family]
 
 
-__all__ = ['FAMILIES', 'checkpoint_config', 'to_transformers']
+def processor_settings(task: str, side: int) -> dict:
+    """``EomtImageProcessor``'s settings for a task, as the Hub's EoMT processors hold them: semantic, the
+    short side to ``side`` and windows of it along the long side; panoptic and instance, the long side to
+    ``side`` and padded to the square."""
+    if task == 'semantic':
+        return dict(size=dict(shortest_edge=side, longest_edge=None), do_split_image=True, do_pad=False)
+    return dict(size=dict(shortest_edge=side, longest_edge=side), do_split_image=False, do_pad=True)
+
+
+__all__ = ['FAMILIES', 'checkpoint_config', 'processor_settings', 'to_transformers']

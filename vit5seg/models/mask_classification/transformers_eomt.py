@@ -109,6 +109,34 @@ def _class_meta(meta: dict) -> str:
             f'(first at {i}: {names[i]!r} against {theirs[i]!r}); the checkpoint names id2label\'s')
 
 
+def _weight_sizes(sd: StateDict) -> dict:
+    """config.json's sizes as the weights hold them: (value, the tensor it is read from)."""
+    query, patch = sd['query.weight'], next((v for k, v in sd.items() if k.startswith('embeddings.patch_embeddings')
+                                              and k.endswith('weight')), None)
+    sizes = {'hidden_size': (query.shape[1], 'query.weight'), 'num_queries': (query.shape[0], 'query.weight'),
+             'num_hidden_layers': (len({k.split('.')[1] for k in sd if k.startswith('layers.')}), 'layers.N'),
+             'num_labels': (sd['class_predictor.weight'].shape[0] - 1, 'class_predictor.weight, less no-object')}
+    if patch is not None:
+        sizes['patch_size'] = (patch.shape[-1], 'the patch embedding')
+    if 'embeddings.register_tokens' in sd:
+        sizes['num_register_tokens'] = (sd['embeddings.register_tokens'].shape[1], 'embeddings.register_tokens')
+    return sizes
+
+
+def check_config_fits(sd: StateDict, config: dict, source) -> None:
+    """One error where ``config.json`` describes another model than its weights (``num_labels`` is
+    ``id2label``'s length, as transformers reads it)."""
+    given = dict(config)
+    if 'num_labels' not in given and given.get('id2label'):
+        given['num_labels'] = len(given['id2label'])
+    for key, (found, where) in _weight_sizes(sd).items():
+        if given.get(key) is not None and given[key] != found:
+            said = (f'id2label names {given[key]} classes' if key == 'num_labels' and 'num_labels' not in config
+                    else f'{key} is {given[key]}')
+            raise CheckpointError(f'{source}: its config.json\'s {said}, its weights\' {found} ({where}): they are '
+                                  f'not one model; give the config.json saved with these weights')
+
+
 def _blocks_note(config: Optional[str], blocks: Optional[int]) -> List[str]:
     """Where the chosen config runs the queries through another number of blocks than the file's."""
     if config is None or blocks is None or not paths.config_path(config.removeprefix('configs/')).is_file():
@@ -129,6 +157,7 @@ def convert_transformers_eomt(sd: StateDict, config: Optional[dict], source, del
     if delta_to is not None:
         raise CheckpointError(f'{source} is transformers\' EoMT, which holds whole weights (transformers loads it as '
                               f'it is): convert it without --delta-to')
+    check_config_fits(sd, config, source)
     classes = sd['class_predictor.weight'].shape[0] - 1   # the format row's keys include it
     out, words, meta = convert_release(to_release(sd), source, 'eomt', model=model, side=_side(config),
                                        num_heads=config.get('num_attention_heads'),
@@ -159,4 +188,5 @@ def convert_transformers_eomt(sd: StateDict, config: Optional[dict], source, del
     return out, words.replace('eomt-release', f'transformers-eomt ({model_type})', 1), meta
 
 
-__all__ = ['MODEL_TYPES', 'convert_transformers_eomt', 'label_names', 'model_type_of', 'to_release']
+__all__ = ['MODEL_TYPES', 'check_config_fits', 'convert_transformers_eomt', 'label_names', 'model_type_of',
+           'to_release']
