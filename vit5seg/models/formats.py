@@ -129,7 +129,8 @@ FORMATS: List[CheckpointFormat] = [
                      '(tue-mps/pmt)', (r'^network\.decoder\.',), (r'^network\.encoder\.backbone\.',),
                      'configs/pmt/ (the release tables)', _release('pmt'), own=False),
     CheckpointFormat('transformers-eomt', 'a whole model: transformers\' EoMT (EomtForUniversalSegmentation, '
-                     'EomtDinov3ForUniversalSegmentation; its folder, config.json beside the weights)',
+                     'EomtDinov3ForUniversalSegmentation, VideomtForUniversalSegmentation; its folder, config.json '
+                     'beside the weights)',
                      (r'^query\.weight$', r'^class_predictor\.', r'^layers\.0\.', r'^embeddings\.cls_token$'),
                      (r'^network\.',), 'configs/eomt/ (the release tables, from its config.json)', _transformers_eomt,
                      own=False, model_types=tuple(EOMT_MODEL_TYPES)),

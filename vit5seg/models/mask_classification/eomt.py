@@ -119,13 +119,11 @@ class EoMTDecoder(MaskDecoder):
                state: Optional[object] = None) -> MaskFeatures:
         """The queries join the tokens before the last ``head.num_blocks`` blocks, which run with the
         masked attention (training) and read a prediction at each through the final norm."""
-        self.refuse_state(state)
         bb = backbone
         (x,), grid, rope = encoded.taps, encoded.grid, encoded.rope
-        B = x.shape[0]
         run_block, predict = self._block_and_prediction(bb)
         use_cp = bb.with_cp and supervise and torch.is_grad_enabled()
-        x = torch.cat([head.queries.weight[None].expand(B, -1, -1).to(x.dtype), x], dim=1)
+        x = torch.cat([self.queries(head, x.shape[0], state).to(x.dtype), x], dim=1)
         rope = None if rope is None else prepend_identity_rows(rope, head.num_queries)
         class_logits, mask_logits = [], []
         for i, blk in enumerate(bb.blocks[self.first_block:]):
@@ -142,7 +140,17 @@ class EoMTDecoder(MaskDecoder):
         class_logits.append(cls)
         mask_logits.append(masks)
         h, w = grid
-        return MaskFeatures(class_logits, mask_logits, encoded.input_size, (h * bb.patch_size, w * bb.patch_size))
+        return MaskFeatures(class_logits, mask_logits, encoded.input_size, (h * bb.patch_size, w * bb.patch_size),
+                            self.hand_on(x[:, :head.num_queries]))
+
+    def queries(self, head: QueryHead, batch: int, state: Optional[object]) -> torch.Tensor:
+        """The query tokens (B, Q, C) that join the tokens: the head's learned queries."""
+        self.refuse_state(state)
+        return head.queries.weight[None].expand(batch, -1, -1)
+
+    def hand_on(self, output_queries: torch.Tensor) -> Optional[object]:
+        """What the next call receives as ``state``, from the query tokens the last block put out: nothing."""
+        return None
 
 
 __all__ = ['EoMTDecoder']

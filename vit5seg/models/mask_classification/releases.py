@@ -43,7 +43,9 @@ _PREDICTOR_RENAMES = [
     (r'upscale\.(\d+)\.conv2\.', r'decode_head.upscale.\1.dw.'),
     (r'upscale\.(\d+)\.norm\.', r'decode_head.upscale.\1.norm.'),
 ]
-_HEAD_RENAMES = [(r'^network\.' + pattern, repl) for pattern, repl in _PREDICTOR_RENAMES]
+# VidEoMT's one part beyond EoMT's, its decoder's own (transformers' VideomtForUniversalSegmentation)
+_HEAD_RENAMES = [(r'^network\.' + pattern, repl) for pattern, repl in _PREDICTOR_RENAMES] + [
+    (r'^network\.query_updater\.', 'decoder.query_updater.')]
 # ImageNet mean/std on [0, 1] (the data preprocessor's, x 255), the annealing state, the loss weights
 _DROPPED = re.compile(r'^(network\.encoder\.pixel_(mean|std)|network\.attn_mask_probs|criterion\.)')
 
@@ -76,7 +78,15 @@ PMT_RELEASE_KINDS = (
     ReleaseKind('panoptic', 'COCO', 133, 200, '{family}-{width}_pmt_coco-panoptic-{side}.py'),
     ReleaseKind('instance', 'COCO', 80, 200, '{family}-{width}_pmt_coco-instance-{side}.py'),
 )
-DECODERS = {'eomt': ('EoMT', RELEASE_KINDS), 'pmt': ('PMT', PMT_RELEASE_KINDS)}
+# VidEoMT's releases (tue-mps/videomt model_zoo/dinov2.md, dinov3.md; NUM_CLASSES and NUM_OBJECT_QUERIES of its
+# configs/*/videomt yamls): YouTube-VIS 2019, 2021 and 2022 share 40 classes, VIPSeg and VSPW 124
+VIDEOMT_RELEASE_KINDS = (
+    ReleaseKind('video instance', 'YouTube-VIS', 40, 200, ''),
+    ReleaseKind('video instance', 'OVIS', 25, 200, ''),
+    ReleaseKind('video panoptic or semantic', 'VIPSeg or VSPW', 124, 200, ''),
+)
+DECODERS = {'eomt': ('EoMT', RELEASE_KINDS), 'pmt': ('PMT', PMT_RELEASE_KINDS),
+            'videomt': ('VidEoMT', VIDEOMT_RELEASE_KINDS)}
 WIDTHS = {384: 'small', 768: 'base', 1024: 'large', 1536: 'giant'}
 # the input side of releases whose weights do not show it (DINOv3: RoPE, no position grid): EoMT's names
 # carry it (coco_panoptic_eomt_large_1280_dinov3, its Hugging Face repository and the file users save it as);
@@ -167,7 +177,9 @@ def describe_release(meta: dict) -> Optional[str]:
     kind = next((k for k in DECODERS[folder][1] if (k.task, k.dataset) == (info.get('task'), info.get('dataset'))),
                 None)
     if kind is None:
-        return f'It is an {name} release of no known kind ({shape}): give it a config of that many classes and queries'
+        article = 'an' if name[0] in 'AEIOU' else 'a'
+        return (f'It is {article} {name} release of no known kind ({shape}): give it a config of that many classes '
+                f'and queries')
     config = info.get('config')
     if config and paths.config_path(config.removeprefix('configs/')).is_file():
         fits = f'it fits {config}'
@@ -297,6 +309,6 @@ def convert_release(sd: StateDict, source, decoder: str, delta_to=None, allow_un
     return out, words, meta
 
 
-__all__ = ['DEFAULT_SIDE', 'PMT_RELEASE_KINDS', 'RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release',
+__all__ = ['DEFAULT_SIDE', 'PMT_RELEASE_KINDS', 'RELEASE_KINDS', 'VIDEOMT_RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release',
            'convert_pmt_release', 'convert_release', 'describe_release', 'named_side',
            'release_dataset_meta', 'release_kind', 'release_meta', 'to_panoptic_order']

@@ -1,7 +1,9 @@
-"""transformers' EoMT as a checkpoint format: ``EomtForUniversalSegmentation`` (DINOv2) and
-``EomtDinov3ForUniversalSegmentation`` (DINOv3), as ``save_pretrained`` writes them and the Hub
-serves them (``config.json`` + ``model.safetensors``; transformers 5.x ``models/eomt/modular_eomt.py``,
-``models/eomt_dinov3/modular_eomt_dinov3.py``).
+"""transformers' EoMT as a checkpoint format: ``EomtForUniversalSegmentation`` (DINOv2),
+``EomtDinov3ForUniversalSegmentation`` (DINOv3) and VidEoMT's ``VideomtForUniversalSegmentation``
+(DINOv2; EoMT's tensors and a ``query_updater``, which becomes the ``decoder.*`` of
+:class:`.videomt.VidEoMTDecoder`), as ``save_pretrained`` writes them and the Hub serves them
+(``config.json`` + ``model.safetensors``; transformers 5.x ``models/eomt/modular_eomt.py``,
+``models/eomt_dinov3/modular_eomt_dinov3.py``, ``models/videomt/modular_videomt.py``).
 
 Their tensors are EoMT's own under other names, so a file is renamed into EoMT's release layout
 (the Lightning module's ``network.*``, :mod:`.releases`) and converted as a release is. The
@@ -21,8 +23,9 @@ from ..backbones.vit5 import resolve_arch
 from ..checkpoint_files import EOMT_BACKBONE_PREFIX, CheckpointError
 from .releases import convert_release
 
-# transformers' model_type -> the backbone family its EoMT class is built on
-MODEL_TYPES = {'eomt': 'dinov2', 'eomt_dinov3': 'dinov3'}
+# transformers' model_type -> the backbone family its EoMT class is built on, and the release table it is read by
+MODEL_TYPES = {'eomt': 'dinov2', 'eomt_dinov3': 'dinov3', 'videomt': 'dinov2'}
+DECODER_OF = {'eomt': 'eomt', 'eomt_dinov3': 'eomt', 'videomt': 'videomt'}
 
 _B = EOMT_BACKBONE_PREFIX
 # transformers' names -> EoMT's release names (the backbone's in transformers' DINOv2/DINOv3 layout)
@@ -38,6 +41,7 @@ _RENAMES = [
     (r'^mask_head\.fc3\.', 'network.mask_head.4.'),
     (r'^upscale_block\.block\.(\d+)\.conv([12])\.', r'network.upscale.\1.conv\2.'),
     (r'^upscale_block\.block\.(\d+)\.layernorm2d\.', r'network.upscale.\1.norm.'),
+    (r'^query_updater\.', 'network.query_updater.'),   # VidEoMT's
     (r'^attn_mask_probs$', 'network.attn_mask_probs'),
     (r'^criterion\.', 'criterion.'),
 ]
@@ -68,7 +72,8 @@ def model_type_of(config: Optional[dict], source) -> str:
 
 
 # each model_type's config class and its layer_norm_eps default (transformers 5.x)
-TYPE_DEFAULT_EPS = {'eomt': ('EomtConfig', 1e-6), 'eomt_dinov3': ('EomtDinov3Config', 1e-6)}
+TYPE_DEFAULT_EPS = {'eomt': ('EomtConfig', 1e-6), 'eomt_dinov3': ('EomtDinov3Config', 1e-6),
+                    'videomt': ('VideomtConfig', 1e-6)}
 
 
 def _side(config: dict) -> Optional[int]:
@@ -159,7 +164,7 @@ def convert_transformers_eomt(sd: StateDict, config: Optional[dict], source, del
                               f'it is): convert it without --delta-to')
     check_config_fits(sd, config, source)
     classes = sd['class_predictor.weight'].shape[0] - 1   # the format row's keys include it
-    out, words, meta = convert_release(to_release(sd), source, 'eomt', model=model, side=_side(config),
+    out, words, meta = convert_release(to_release(sd), source, DECODER_OF[model_type], model=model, side=_side(config),
                                        num_heads=config.get('num_attention_heads'),
                                        class_names=label_names(config, classes))
     release = meta['release']
@@ -178,7 +183,7 @@ def convert_transformers_eomt(sd: StateDict, config: Optional[dict], source, del
                      f'models use {family_eps:g}' + (f' (transformers\' {default[0]} default)' if eps == default[1]
                                                      else '') + ': to predict as transformers does, set '
                      f'model.backbone.norm_eps={eps:g} (docs/transformers.md)')
-    if probs is not None and bool((probs > 0).any()):
+    if probs is not None and bool((probs > 0).any()) and model_type != 'videomt':   # VidEoMT never masks
         notes.append(f'its attn_mask_probs are {[round(float(p), 4) for p in probs]}: transformers masks the '
                      f'queries\' attention at inference where one is above 0 (an unfinished annealing); EoMT, and '
                      f'this model, predict without the mask, as after training')
