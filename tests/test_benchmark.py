@@ -230,3 +230,5 @@ def test_peer_transformers_times_the_three_tasks_whole_and_the_predictions_agree
     assert data['instance_top30_held'] == 30
     done = run_script(REPO / 'tools' / 'benchmark.py', '--peer', 'transformers', '--arch', 'vit5-small')
     assert done.returncode == 2 and "error: --peer transformers times EoMT on DINOv2" in done.stderr, done.stderr
+    done = run_script(REPO / 'tools' / 'benchmark.py', '--tasks', 'semantic')
+    assert done.returncode == 2 and 'error: --tasks chooses the tasks of --peer transformers' in done.stderr, done.stderr

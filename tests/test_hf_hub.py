@@ -164,7 +164,7 @@ def test_bad_hub_input_is_one_line_and_an_interrupted_download_is_resumed_never_
         errors = [line for line in cut.stderr.splitlines() if line.startswith('error:')]
         assert cut.returncode == 1 and len(errors) == 1 and cut.stderr.splitlines()[-1] == errors[0], cut.stderr
         assert errors[0].startswith('error: hf://tue-mps/other_eomt: the download of model.safetensors was '
-                                    'interrupted (') and errors[0].endswith('run the same command again to resume it'), errors
+                                    'interrupted (') and errors[0].endswith('nothing of it is kept: run the same command again to fetch it'), errors
         cache = tmp_path / 'hf_home' / 'hub' / 'models--tue-mps--other_eomt'
         assert not (tmp_path / 'b.pth').exists() and not list(cache.glob('snapshots/*/model.safetensors'))
         assert [p.name for p in (cache / 'blobs').iterdir()] == [(cache / 'snapshots').glob('*/config.json')

@@ -121,6 +121,27 @@ def test_test_tool_reproduces_the_metric_logged_at_the_end_of_training(project):
     assert len(list((cwd / 'test_out' / 'vis').rglob('*.png'))) == 8
 
 
+def test_test_tool_takes_the_checkpoint_by_hub_id(project, tmp_path):
+    """``tools/test.py CONFIG hf://OWNER/NAME/FILE``: the file comes through huggingface_hub from a Hub served
+    on 127.0.0.1 into a fresh cache, and gives the metric training logged."""
+    from local_server import serve_hub
+    cwd, config, _ = project
+    logged = [r for r in logged_scalars(cwd / 'run') if 'mIoU' in r][-1]
+    env = {k: v for k, v in ENV.items() if not k.startswith(('HF_', 'HUGGINGFACE'))}
+    env.update(HF_HOME=str(tmp_path / 'hf_home'), XDG_CACHE_HOME=str(tmp_path / 'cache'), HF_HUB_DISABLE_TELEMETRY='1')
+    with serve_hub({'someone/tiny_run': cwd / 'run'}) as hub:   # HF_ENDPOINT is read on import: a second process
+        done = subprocess.run([sys.executable, str(REPO / 'tools' / 'test.py'), str(config),
+                               'hf://someone/tiny_run/iter_20.pth', '--work-dir', str(tmp_path / 'hub_test')],
+                              capture_output=True, text=True, cwd=cwd, timeout=600,
+                              env=dict(env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0'))
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert any(method == 'GET' and path.endswith('/iter_20.pth') for method, path, *_ in hub.requests)
+    assert list((tmp_path / 'hf_home' / 'hub' / 'models--someone--tiny_run').glob('snapshots/*/iter_20.pth'))
+    tested = json.loads(sorted((tmp_path / 'hub_test').glob('*/*.json'))[-1].read_text())
+    for key in ('mIoU', 'mAcc', 'aAcc'):
+        assert tested[key] == pytest.approx(logged[key], abs=1e-2), key
+
+
 def test_resume_continues_iteration_lr_and_optimizer_state(project):
     cwd, config, _ = project
     shutil.copytree(cwd / 'run', cwd / 'run_more')  # keep 'run' as it is for the other tests

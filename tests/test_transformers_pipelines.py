@@ -10,9 +10,9 @@ evaluation settings where its defaults differ (stuff classes merged, no instance
 defaults' effect is measured in docs/transformers.md.
 
 The photos are smaller than the input, with sides that the short-side and long-side scales map to whole
-pixels: there the resize kernels (mmseg's OpenCV, mmdet's PIL, transformers' torchvision) compute the same
-bilinear weights, so what is compared is the model and the post-processing. Where an image is shrunk
-they differ by design (docs/eomt.md, "The evaluation resize"). That holds where torchvision's uint8
+pixels: there the resize kernels (PIL's in both of our pipelines, as EoMT's; transformers' torchvision)
+compute the same bilinear weights, so what is compared is the model and the post-processing. Where an
+image is shrunk they differ (docs/transformers.md, "Whole predictions against transformers' processor"). That holds where torchvision's uint8
 resize rounds as PIL's does (the lock's torch 2.14 and torchvision 0.29); with torch 2.7 and torchvision
 0.22 (the oldest the ranges admit) transformers' resized photo is up to one level off PIL's, so whole
 predictions are compared only where the two resizes are the same (:func:`resizes_as_pil`).

@@ -86,15 +86,17 @@ def _transport_errors() -> tuple:
 
 
 def _download(hub_id: HubId, filename: str, text: str) -> str:
-    """huggingface_hub's ``hf_hub_download``; a connection that drops after its retries is one error: the
-    part fetched stays in the cache as ``.incomplete`` (never a snapshot file), and the next call resumes it."""
+    """huggingface_hub's ``hf_hub_download``, which retries a dropped connection within the call (from where it
+    was, past its 10 MB chunk); one that drops after those retries is one error. huggingface_hub 2.x writes to
+    a temporary name of its own and deletes it on failure, so no part of the file looks complete in the cache:
+    the next call downloads it again."""
     from huggingface_hub import hf_hub_download
     try:
         return hf_hub_download(hub_id.repo_id, filename, revision=hub_id.revision)
     except _transport_errors() as e:
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise HubError(f'{text}: the download of {filename} was interrupted ({why}); run the same command again '
-                       f'to resume it') from None
+        raise HubError(f'{text}: the download of {filename} was interrupted ({why}); nothing of it is kept: '
+                       f'run the same command again to fetch it') from None
 
 
 def hub_path(text: str) -> str:

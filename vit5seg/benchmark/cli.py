@@ -84,6 +84,8 @@ def main(argv=None):
     parser.add_argument('--json', help='write all figures to this file')
     args = parser.parse_args(argv)
     args.arch_given, args.arch = args.arch, args.arch or ('dinov3-small' if args.all_tasks else 'vit5-small')
+    if args.tasks and not args.peer:
+        parser.error('--tasks chooses the tasks of --peer transformers: give --peer transformers with it')
     if args.peer:
         from .transformers_peer import TASKS, eomt_sizes, peer_table, peer_timings
         tasks = tuple(args.tasks or TASKS)

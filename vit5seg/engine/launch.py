@@ -12,6 +12,7 @@ from mmengine.logging import print_log
 
 from ..datasets.checks import check_data
 from ..errors import ToolError
+from ..hf_hub import is_hub_id
 from ..hub import resolve
 from ..models.checkpoint import CheckpointError, no_checkpoint_file
 from .accumulation import BatchPlan, apply_plan, batch_plan, launcher_world_size
@@ -55,8 +56,9 @@ def train_parser() -> argparse.ArgumentParser:
 def test_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description='Test a checkpoint (mmseg tools/test.py flags)')
     parser.add_argument('config', help='config file path')
-    parser.add_argument('checkpoint', help='checkpoint file, or an http(s) URL (downloaded once into the torch '
-                                           'hub cache)')
+    parser.add_argument('checkpoint', help='checkpoint file, an http(s) URL (downloaded once into the torch hub '
+                                           'cache) or a Hugging Face Hub id hf://OWNER/NAME[@REVISION][/FILE] '
+                                           '(through its cache; a release or transformers\' model converted once)')
     parser.add_argument('--sha256', help='expected sha256 of the checkpoint (or a prefix of 8+ hex digits)')
     parser.add_argument('--out', help='folder to save the predicted label maps to (mmseg: format_only output)')
     parser.add_argument('--show', action='store_true', help='show prediction results in a window')
@@ -145,8 +147,10 @@ def train_config(args) -> Config:
 
 def test_config(args) -> Config:
     cfg = load_config(args)
-    checkpoint = resolve(args.checkpoint, args.sha256)  # a URL: fetched here, once per node
-    if not osp.isfile(checkpoint):
+    checkpoint = resolve(args.checkpoint, args.sha256)  # a URL or Hub id: fetched here, once per node
+    if is_hub_id(args.checkpoint):   # mmengine's hf:// loader converts a release or transformers' model once
+        checkpoint = args.checkpoint
+    elif not osp.isfile(checkpoint):
         raise no_checkpoint_file(checkpoint)
     cfg.load_from = checkpoint
     if args.show or args.show_dir:
