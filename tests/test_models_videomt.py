@@ -66,6 +66,7 @@ def test_the_decoder_refuses_another_width_and_a_state_of_another_shape():
     with pytest.raises(ValueError, match=f'decoder.embed_dims={DIM * 2} differs from the backbone width {DIM}'):
         init_detector(cfg, device='cpu')
     model = init_detector(videomt_config(), device='cpu').eval()
-    with torch.no_grad(), pytest.raises(ValueError, match=r'previous frame\'s query tokens, \(B, Q, C\) = '
-                                                          rf'\(1, {VIDEO_QUERIES}, {DIM}\); it was handed \(1, 3, {DIM}\)'):
+    said = (rf'previous frame\'s query tokens, \(B, Q, C\) = \(1, {VIDEO_QUERIES}, {DIM}\); '
+            rf'it was handed \(1, 3, {DIM}\)')
+    with torch.no_grad(), pytest.raises(ValueError, match=said):
         model.extract_feat(torch.randn(1, 3, SIDE, SIDE), state=torch.zeros(1, 3, DIM))

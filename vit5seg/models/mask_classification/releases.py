@@ -309,6 +309,6 @@ def convert_release(sd: StateDict, source, decoder: str, delta_to=None, allow_un
     return out, words, meta
 
 
-__all__ = ['DEFAULT_SIDE', 'PMT_RELEASE_KINDS', 'RELEASE_KINDS', 'VIDEOMT_RELEASE_KINDS', 'WIDTHS', 'ReleaseKind', 'convert_eomt_release',
-           'convert_pmt_release', 'convert_release', 'describe_release', 'named_side',
+__all__ = ['DEFAULT_SIDE', 'PMT_RELEASE_KINDS', 'RELEASE_KINDS', 'VIDEOMT_RELEASE_KINDS', 'WIDTHS', 'ReleaseKind',
+           'convert_eomt_release', 'convert_pmt_release', 'convert_release', 'describe_release', 'named_side',
            'release_dataset_meta', 'release_kind', 'release_meta', 'to_panoptic_order']
