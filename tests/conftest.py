@@ -118,6 +118,19 @@ def perturb(module, seed: int = 0, scale: float = 0.1):
     return module
 
 
+def same_segments(ours, theirs) -> float:
+    """The share of pixels whose segment corresponds in two panoptic maps numbered differently: each of our
+    ids is paired with the reference segment it overlaps most, one to one; a pixel agrees where its pair holds."""
+    import numpy as np
+    pairs, counts = np.unique(np.stack([ours.ravel(), theirs.ravel()]), axis=1, return_counts=True)
+    best = {}
+    for (a, b), n in zip(pairs.T, counts):
+        if n > best.get(a, (None, 0))[1]:
+            best[a] = (b, n)
+    assert len({b for b, _ in best.values()}) == len(best), 'two of our segments pair with one reference segment'
+    return sum(n for _, n in best.values()) / ours.size
+
+
 def logged_scalars(work_dir: Path) -> list:
     """Every record mmengine logged in ``work_dir`` (all runs, oldest first)."""
     from vit5seg.analysis.logs import read_scalars, scalar_files

@@ -13,7 +13,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from conftest import REPO, perturb, run_script
+from conftest import REPO, perturb, run_script, same_segments
 from reference_eomt import RefDinoV2, RefEoMT, logits_on_photo, panoptic_map, resize_and_pad, top_instances
 from test_models_eomt_release import MEAN, STD, release
 
@@ -77,18 +77,6 @@ def reference_logits(ref: RefEoMT, img_bgr: np.ndarray):
     with torch.no_grad():
         [(class_logits, mask_logits)], _ = ref(x)
     return class_logits[0], logits_on_photo(mask_logits[0], SIDE, resized, img_bgr.shape[:2])
-
-
-def same_segments(ours: np.ndarray, theirs: np.ndarray) -> float:
-    """The fraction of pixels whose segment corresponds: each of our ids is paired with the
-    reference segment it overlaps most, one to one; a pixel agrees where its pair holds."""
-    pairs, counts = np.unique(np.stack([ours.ravel(), theirs.ravel()]), axis=1, return_counts=True)
-    best = {}
-    for (a, b), n in zip(pairs.T, counts):
-        if n > best.get(a, (None, 0))[1]:
-            best[a] = (b, n)
-    assert len({b for b, _ in best.values()}) == len(best), 'two of our segments pair with one reference segment'
-    return sum(n for _, n in best.values()) / ours.size
 
 
 def test_coco_panoptic_release_predicts_as_eomt(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from conftest import REPO, perturb
+from conftest import REPO, perturb, same_segments
 from vit5seg.models.convert import convert_file
 
 transformers = pytest.importorskip('transformers')
@@ -132,18 +132,6 @@ def transformers_outputs(model, processor_settings: dict, rgb: np.ndarray):
         return processor, model(**inputs)
 
 
-def paired_share(ours: np.ndarray, theirs: np.ndarray) -> float:
-    """The share of pixels whose segment corresponds: each of our segment ids is paired with the
-    transformers segment it overlaps most, one to one (ids are numbered differently by the two)."""
-    pairs, counts = np.unique(np.stack([ours.ravel(), theirs.ravel()]), axis=1, return_counts=True)
-    best = {}
-    for (a, b), n in zip(pairs.T, counts):
-        if n > best.get(a, (None, 0))[1]:
-            best[a] = (b, n)
-    assert len({b for b, _ in best.values()}) == len(best), 'two of our segments pair with one of theirs'
-    return sum(n for _, n in best.values()) / ours.size
-
-
 def test_semantic_labels_through_mmseg_equal_transformers_windows_and_post_processing(tmp_path):
     from vit5seg.apis import inference_model
     model = hf_model('eomt', 150, 8, seed=1, class_scale=1.0, mask_scale=1.0, mask_offset=0.0)
@@ -180,7 +168,7 @@ def test_panoptic_segments_through_mmdet_equal_transformers_with_eomts_stuff_cla
         ours_labels = np.where(pan == 133, -1, pan % INSTANCE_OFFSET)
         theirs_labels = np.vectorize(lambda i: label_of.get(int(i), -1))(theirs)
         assert (ours_labels == theirs_labels).mean() >= 0.999, size
-        assert paired_share(pan, theirs) >= 0.999, size
+        assert same_segments(pan, theirs) >= 0.999, size
 
 
 def test_the_top_30_instances_through_mmdet_are_transformers_one_to_one(tmp_path):
