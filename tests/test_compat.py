@@ -212,3 +212,22 @@ def test_a_fresh_interpreter_importing_an_ecosystem_api_first_is_told_what_to_do
     after = subprocess.run([sys.executable, '-c', f'import vit5seg; {api}'], capture_output=True, text=True,
                            timeout=300)
     assert after.returncode == 0, after.stderr[-2000:]
+
+
+def test_mmdets_youtube_vis_evaluation_runs_on_numpy_2_and_numpy_keeps_no_alias(tmp_path):
+    """mmdet's YTVISeval (YouTubeVISMetric's AP) calls np.float; with the fix, predictions equal to the
+    annotations of synthetic clips score AP 1, and numpy itself still has no np.float."""
+    out = _run(f"""
+        import json, numpy
+        import vit5seg
+        from vit5seg.datasets import make_synthetic_data
+        from mmdet.evaluation.functional import YTVIS, YTVISeval
+        root = make_synthetic_data('ytvis', {str(tmp_path)!r}, num_train=1, num_val=3, size=48)
+        gt = YTVIS(str(root / 'valid.json'))
+        exact = [dict(video_id=a['video_id'], category_id=a['category_id'], score=1.0,
+                      segmentations=a['segmentations']) for a in gt.dataset['annotations']]
+        evaluation = YTVISeval(gt, gt.loadRes(exact), 'segm')
+        evaluation.evaluate(); evaluation.accumulate(); evaluation.summarize()
+        print('AP', evaluation.stats[0], 'numpy.float', hasattr(numpy, 'float'))
+        """)
+    assert 'AP 1.0 numpy.float False' in out, out

@@ -116,6 +116,46 @@ def test_init_model_takes_a_hub_id_and_converts_it_once(tmp_path, hub_env):
         assert largest > 1 and cls < 1e-4 and masks < 1e-4, run.stdout
 
 
+# a second process: a DINOv3 backbone whose init_cfg checkpoint is a Hub id, against transformers' DINOv3 saved
+# in the folder the Hub serves (patch tokens, on a non-square input)
+_PRETRAINED = """
+import sys
+import transformers
+from test_models_dinov import hf_patch_tokens, image, patch_tokens
+from vit5seg.models.backbones.vit5 import ViT5
+model = ViT5(arch='dinov3-large', embed_dims=int(sys.argv[2]), num_layers=int(sys.argv[3]), num_heads=2,
+             init_cfg=dict(type='Pretrained', checkpoint='hf://facebook/dinov3-tiny'))
+model.init_weights()
+theirs = transformers.DINOv3ViTModel.from_pretrained(sys.argv[1]).eval()
+x = image(96, 128)
+print(float((patch_tokens(model.eval(), x) - hf_patch_tokens(theirs, x, 5)).abs().max()))
+"""
+
+
+@pytest.mark.slow
+def test_the_delta_to_weights_and_a_backbones_pretrained_come_by_hub_id_from_a_gated_repository(tmp_path, hub_env):
+    """EoMT's DINOv3 releases are deltas to Meta's DINOv3, which the Hub keeps gated in transformers' layout:
+    ``--delta-to hf://...`` adds the release to it (its commit pinned in the meta), and a backbone's
+    ``init_cfg`` checkpoint loads it by id, each with the user's token."""
+    from test_models_eomt_release import DEPTH, DINOV3_DIM, dinov3_delta_release, predicts_as_upstream, small_config
+    ref, pretrained = dinov3_delta_release(tmp_path)
+    pretrained.save_pretrained(tmp_path / 'repo')
+    with serve_hub({'facebook/dinov3-tiny': tmp_path / 'repo'}, token=TOKEN) as hub:
+        env = dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0', HF_TOKEN=TOKEN)
+        done = _run('convert_checkpoint.py', tmp_path / 'pytorch_model.bin', tmp_path / 'converted.pth',
+                    '--delta-to', 'hf://facebook/dinov3-tiny', env=env)
+        assert done.returncode == 0, done.stderr
+        args = map(str, (tmp_path / 'repo', DINOV3_DIM, DEPTH))
+        backbone = subprocess.run([sys.executable, '-c', _PRETRAINED, *args], env=env, capture_output=True, text=True,
+                                  timeout=600)
+        assert backbone.returncode == 0, backbone.stderr[-3000:]
+        assert TOKEN not in done.stdout + done.stderr + backbone.stdout + backbone.stderr
+    assert float(backbone.stdout.split()[-1]) < 1e-5, backbone.stdout
+    meta = torch.load(tmp_path / 'converted.pth', weights_only=True)['meta']
+    assert meta['delta_to'] == dict(source='hf://facebook/dinov3-tiny', revision=hub.repos['facebook/dinov3-tiny'][1])
+    predicts_as_upstream(small_config('dinov3-large_eomt_ade20k.py', DINOV3_DIM), tmp_path / 'converted.pth', ref)
+
+
 @pytest.mark.slow
 def test_infer_with_a_hub_id_alone_is_the_whole_command(tmp_path, hub_env):
     """EoMT-S on DINOv2 for COCO panoptic at 640 (random weights, as transformers saves it): the release

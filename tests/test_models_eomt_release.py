@@ -75,7 +75,10 @@ def test_dinov2_release_converts_and_predicts_as_upstream(tmp_path):
     predicts_as_upstream(small_config('dinov2-large_eomt_ade20k.py'), tmp_path / 'converted.pth', ref)
 
 
-def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream(tmp_path):
+def dinov3_delta_release(folder):
+    """EoMT's DINOv3 release as a delta to transformers' DINOv3 (random weights): writes
+    ``pytorch_model.bin`` (the delta) and returns (the reference EoMT on the fine-tuned weights, the
+    pretrained transformers model the delta is taken against)."""
     transformers = pytest.importorskip('transformers')
     config = transformers.DINOv3ViTConfig(hidden_size=DINOV3_DIM, intermediate_size=4 * DINOV3_DIM,
                                           num_hidden_layers=DEPTH, num_attention_heads=HEADS, patch_size=16,
@@ -95,9 +98,14 @@ def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream
             continue
         name = key.replace('embeddings.', 'patch_embed.', 1).replace('model.layer.', 'blocks.', 1)
         delta[name] = value - base[key]
-    torch.save(release(ref, delta), tmp_path / 'pytorch_model.bin')
+    torch.save(release(ref, delta), folder / 'pytorch_model.bin')
+    return ref, pretrained
+
+
+def test_dinov3_delta_release_adds_to_the_users_weights_and_predicts_as_upstream(tmp_path):
+    ref, pretrained = dinov3_delta_release(tmp_path)
     from safetensors.torch import save_file
-    save_file({k: v.contiguous() for k, v in base.items()}, str(tmp_path / 'dinov3.safetensors'))
+    save_file({k: v.contiguous() for k, v in pretrained.state_dict().items()}, str(tmp_path / 'dinov3.safetensors'))
 
     out = tmp_path / 'converted.pth'
     tool = [REPO / 'tools' / 'convert_checkpoint.py', tmp_path / 'pytorch_model.bin', out]

@@ -156,6 +156,9 @@ def test_what_is_not_transformers_eomt_or_lacks_its_config_is_one_error_and_noth
     (tmp_path / 'other').mkdir()
     (tmp_path / 'other' / 'model.safetensors').write_bytes((tmp_path / 'hf' / 'model.safetensors').read_bytes())
     (tmp_path / 'other' / 'config.json').write_text(json.dumps(dict(config, model_type='mask2former')))
+    (tmp_path / 'silu').mkdir()
+    (tmp_path / 'silu' / 'model.safetensors').write_bytes((tmp_path / 'hf' / 'model.safetensors').read_bytes())
+    (tmp_path / 'silu' / 'config.json').write_text(json.dumps(dict(config, hidden_act='silu')))
     (tmp_path / 'unknown').mkdir()
     from safetensors.torch import save_file
     save_file({'model.pixel_level_module.encoder.embeddings.weight': torch.zeros(2)},
@@ -164,6 +167,8 @@ def test_what_is_not_transformers_eomt_or_lacks_its_config_is_one_error_and_noth
     for source, says in ((tmp_path / 'alone' / 'model.safetensors', 'no config.json is beside it'),
                          (tmp_path / 'other', "its config.json is transformers' 'mask2former' model; the EoMT "
                                               "types this converter reads are eomt, eomt_dinov3"),
+                         (tmp_path / 'silu', "its config.json's hidden_act is 'silu', which transformers runs "
+                                             "in the mask head and upscale too"),
                          (tmp_path / 'unknown', "its config.json is transformers' 'mask2former' model; the "
                                                 "transformers types this converter reads are dinov2")):
         done = run_script(CONVERT, source, tmp_path / 'out.pth')
@@ -201,14 +206,40 @@ def test_a_model_of_ours_goes_back_to_transformers_and_predicts_as_ours(tmp_path
     assert (processor.do_split_image, processor.do_pad) == (semantic, not semantic)
 
 
-def test_a_vit5_model_to_transformers_is_one_message(tmp_path):
+def test_dinov2_giants_swiglu_goes_to_transformers_and_back_with_our_logits(tmp_path):
+    """DINOv2-g's SwiGLU (transformers' ``use_swiglu_ffn``): a detector of ours written with
+    ``--to transformers`` gives our logits in transformers, and the folder it wrote converts back to the
+    same logits through ``init_detector``."""
+    from mmdet.apis import init_detector
+    cfg = small_config('dinov2-giant_eomt_coco-panoptic-640.py', dim=96)   # SwiGLU 256 wide: transformers' rounding
+    ours = perturb(init_detector(cfg, None, device='cpu'), 3).eval()
+    assert 'backbone.blocks.0.mlp.fc1_g.weight' in ours.state_dict()
+    torch.save({'state_dict': ours.state_dict(), 'meta': {'cfg': cfg.pretty_text}}, tmp_path / 'ours.pth')
+    done = run_script(CONVERT, tmp_path / 'ours.pth', tmp_path / 'hf', '--to', 'transformers')
+    assert done.returncode == 0, done.stderr
+    hf_config = json.loads((tmp_path / 'hf' / 'config.json').read_text())
+    assert hf_config['use_swiglu_ffn'] is True, hf_config
+    theirs = transformers.AutoModelForUniversalSegmentation.from_pretrained(tmp_path / 'hf').eval()
+    cls, masks, largest = logits_against_transformers(theirs, ours)
+    assert largest > 1 and cls < 1e-4 and masks < 1e-4, (cls, masks, largest)
+    convert_file(tmp_path / 'hf', tmp_path / 'back.pth')
+    back = init_detector(cfg, str(tmp_path / 'back.pth'), device='cpu').eval()
+    cls, masks, largest = logits_against_transformers(theirs, back)
+    assert largest > 1 and cls < 1e-4 and masks < 1e-4, (cls, masks, largest)
+
+
+@pytest.mark.parametrize('arch,says', [
+    ('vit5-large', "transformers has no class for EoMT on a 'vit5-large' backbone"),
+    ('dinov3-small-plus', "EomtDinov3 runs its gated MLP, mask head and upscale with one activation")])
+def test_a_model_transformers_cannot_hold_is_one_message(tmp_path, arch, says):
     from vit5seg.apis import init_model
-    cfg = small_config('vit5-large_eomt_ade20k.py')
+    cfg = small_config(arch.split('-')[0] + '-large_eomt_ade20k.py')
+    cfg.model.backbone.arch = arch
     torch.save({'state_dict': init_model(cfg, None, device='cpu').state_dict(), 'meta': {'cfg': cfg.pretty_text}},
                tmp_path / 'ours.pth')
     done = run_script(CONVERT, tmp_path / 'ours.pth', tmp_path / 'hf', '--to', 'transformers')
     assert done.returncode == 1 and done.stderr.count('\n') == 1, done.stderr
-    assert "transformers has no class for EoMT on a 'vit5-large' backbone" in done.stderr
+    assert says in done.stderr
     assert not (tmp_path / 'hf').exists()
 
 

@@ -35,3 +35,15 @@ def test_a_photo_pipeline_loads_no_annotation_of_either_library():
     pipeline = [dict(type='LoadImageFromFile'), dict(type='Resize', scale=(640, 640)),
                 dict(type='LoadAnnotations'), dict(type='LoadPanopticAnnotations'), dict(type='PackDetInputs')]
     assert [s['type'] for s in photo_pipeline(pipeline)] == ['LoadImageFromFile', 'Resize', 'PackDetInputs']
+
+
+def test_a_config_whose_model_takes_clips_is_video_instance():
+    """mmdet's own Mask2Former-VIS config (in its package's .mim configs) and ours alike."""
+    from pathlib import Path
+
+    import mmdet
+    from test_models_video import video_config
+    theirs = Path(mmdet.__file__).parent / '.mim' / 'configs' / 'mask2former_vis' / \
+        'mask2former_r50_8xb2-8e_youtubevis2019.py'
+    assert task_of(Config.fromfile(str(theirs))) == 'video-instance'
+    assert task_of(video_config()) == 'video-instance'

@@ -336,6 +336,27 @@ def parse_metafiles_once() -> None:
         config_utils.load = functools.lru_cache(maxsize=None)(config_utils.load)
 
 
+# mmdet 3.3's YouTube-VIS evaluation (evaluation/functional/ytviseval.py, YTVISeval.accumulate, lines 444-445)
+# still calls np.float, which numpy 1.24 removed (it was the builtin float), so mmdet's YouTubeVISMetric fails
+# on numpy 2. That module alone gets a numpy that has the alias back; numpy itself is left as it is.
+class _NumpyWithFloatAlias(types.ModuleType):
+    def __init__(self, numpy):
+        super().__init__(numpy.__name__)
+        self._numpy = numpy
+
+    def __getattr__(self, name):
+        return float if name == 'float' else getattr(self._numpy, name)
+
+
+def restore_np_float_for_ytviseval() -> None:
+    import numpy
+    if hasattr(numpy, 'float') or not is_installed('mmdet'):
+        return
+    from mmdet.evaluation.functional import ytviseval
+    if not isinstance(ytviseval.np, _NumpyWithFloatAlias):
+        ytviseval.np = _NumpyWithFloatAlias(numpy)
+
+
 def apply() -> None:
     global _applied
     if _applied:
@@ -347,4 +368,5 @@ def apply() -> None:
     fix_slide_inference_pad_shape()
     use_pytorch_fallbacks_for_missing_ops()
     parse_metafiles_once()
+    restore_np_float_for_ytviseval()
     _applied = True

@@ -14,7 +14,7 @@ from tqdm import tqdm
 from .. import paths
 from ..errors import ToolError
 from ..hf_hub import is_hub_id
-from ..utils.config_kinds import is_all_tasks_config, is_detection_config, photo_pipeline
+from ..utils.config_kinds import is_all_tasks_config, is_detection_config, photo_pipeline, task_of
 from ..utils.image import IMAGE_EXTS, draw_legend, overlay, save_label_png
 
 VIDEO_EXTS = ('.mp4', '.avi', '.mov', '.mkv', '.webm')
@@ -300,8 +300,13 @@ def main(argv=None):
         parser.error(f'--batch-size must be >= 1, got {args.batch_size}')
     from mmengine.config import Config
 
-    if is_all_tasks_config(Config.fromfile(args.config)):
+    cfg = Config.fromfile(args.config)
+    if is_all_tasks_config(cfg):
         return _all_tasks_main(args, parser)
+    if task_of(cfg) == 'video-instance':
+        parser.exit(1, f'error: {args.config} is a video config: tools/infer.py segments photos and a video\'s '
+                       f'frames each on its own, and does not run clips through a video model yet; '
+                       f'tools/test.py scores it on a YouTube-VIS-layout dataset\n')
     from .inference import init_model
     model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256,
                        amp=args.amp_dtype if args.amp else None)

@@ -5,7 +5,7 @@ for inference and has no model or recipe of its own."""
 from ..errors import ToolError
 
 # what a config can be, by task
-TASKS = ('semantic', 'panoptic', 'instance', 'all-tasks')
+TASKS = ('semantic', 'panoptic', 'instance', 'video-instance', 'all-tasks')
 # the steps of a test pipeline that read a sample's annotations, which a photo has none of
 ANNOTATION_STEPS = ('LoadAnnotations', 'LoadPanopticAnnotations')
 
@@ -20,13 +20,16 @@ def is_detection_config(cfg) -> bool:
 
 
 def task_of(cfg) -> str:
-    """One of :data:`TASKS`: an all-tasks config; in mmdet's scope panoptic unless its fusion head's
-    ``test_cfg`` turns ``panoptic_on`` off (mmdet's default: on), then instance; otherwise semantic
-    (mmseg's segmentors)."""
+    """One of :data:`TASKS`: an all-tasks config; in mmdet's scope video instance where the model takes
+    clips (mmdet's ``TrackDataPreprocessor``, which every mmdet video model has), else panoptic unless its
+    fusion head's ``test_cfg`` turns ``panoptic_on`` off (mmdet's default: on), then instance; otherwise
+    semantic (mmseg's segmentors)."""
     if is_all_tasks_config(cfg):
         return 'all-tasks'
     if not is_detection_config(cfg):
         return 'semantic'
+    if (cfg.model.get('data_preprocessor') or {}).get('type') == 'TrackDataPreprocessor':
+        return 'video-instance'
     test_cfg = cfg.model.get('test_cfg') or {}
     return 'panoptic' if test_cfg.get('panoptic_on', True) else 'instance'
 

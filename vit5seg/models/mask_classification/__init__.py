@@ -13,6 +13,7 @@ from .videomt import VidEoMTDecoder
 
 if importlib.util.find_spec('mmdet') is not None:  # panoptic and instance (mmdet: the [mask2former] extra)
     from .detector import EoMT, EoMTDetDataPreprocessor  # noqa: F401  (registered in mmdet)
+    from .video import VideoMaskClassifier  # noqa: F401  (video instance segmentation, registered in mmdet)
 
 __all__ = ['EncoderPass', 'EoMTDecoder', 'EoMTEncoderDecoder', 'MaskClassificationCore', 'MaskDecoder', 'MaskFeatures',
            'PMTDecoder', 'QueryHead', 'VidEoMTDecoder']

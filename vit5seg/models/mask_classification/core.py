@@ -234,6 +234,8 @@ class MaskDecoder(nn.Module):
     #: P_i of each block with masked attention, first block first: the decoder's own state, set every
     #: iteration by EoMTMaskAnnealingHook (a query sees only its predicted mask with probability P_i)
     mask_probs: List[float] = []
+    #: whether :meth:`decode` hands a ``state`` on to the next call (a video task's decoder does)
+    carries_state: bool = False
 
     @classmethod
     def card_rows(cls, given: dict, prefix: str, cfg=None):

@@ -27,6 +27,7 @@ import torch
 from mmengine.config import Config
 
 from ... import paths
+from ...hf_hub import snapshot_revision
 from ...utils.class_orders import ade_to_panoptic
 from ...utils.dataset_meta import config_dataset_meta
 from ...utils.state_dicts import StateDict, renamed
@@ -299,6 +300,8 @@ def convert_release(sd: StateDict, source, decoder: str, delta_to=None, allow_un
     except CheckpointError as e:
         raise CheckpointError(f'{source}: {e}') from None
     meta = dict(release=release_meta(out, decoder, layout, str(source), side=side))
+    if base is not None:   # the weights it was added to, at the commit a Hub id resolved to
+        meta['delta_to'] = dict(source=str(delta_to), revision=snapshot_revision(base.local) if base.local else None)
     if class_names is not None:
         reorder = meta['release']['class_order'].startswith('mmdet')
         meta['release']['class_names'] = tuple(class_names[r] for r in panoptic_rows()) if reorder else \

@@ -3,7 +3,8 @@
 ``EomtDinov3ForUniversalSegmentation`` for DINOv3, written by transformers' own ``save_pretrained`` (config.json,
 model.safetensors) with ``EomtImageProcessor``'s config beside them. The renames are
 :mod:`.transformers_eomt`'s, run backwards; DINOv3's rotate-half pairs, which this package keeps adjacent,
-go back to halves. transformers has no class for a ViT-5 or DeiT-III backbone.
+go back to halves; DINOv2-g's SwiGLU is ``use_swiglu_ffn``. transformers has no class for a ViT-5 or
+DeiT-III backbone, nor one for DINOv3's SwiGLU under EoMT's GELU heads.
 """
 from pathlib import Path
 
@@ -51,9 +52,12 @@ def _backbone(bb: StateDict, family: str, heads: int) -> StateDict:
                 if not (dinov3 and name == 'k'):   # DINOv3 has no key bias (kept at zero here)
                     out[f'{o}attention.{name}_proj.bias'] = v
         proj = 'o_proj' if dinov3 else 'out_proj'
-        mlp = ('up_proj', 'down_proj') if dinov3 else ('fc1', 'fc2')
-        renames = {'attn.proj': f'attention.{proj}', 'norm1': 'norm1', 'norm2': 'norm2',
-                   'mlp.fc1': f'mlp.{mlp[0]}', 'mlp.fc2': f'mlp.{mlp[1]}'}
+        renames = {'attn.proj': f'attention.{proj}', 'norm1': 'norm1', 'norm2': 'norm2'}
+        if 'mlp.fc1_g.weight' in b:   # timm's SwiGLU: silu(fc1_g) * fc1_x, transformers' gate and up
+            renames.update({'mlp.fc1_g': 'mlp.gate_proj', 'mlp.fc1_x': 'mlp.up_proj', 'mlp.fc2': 'mlp.down_proj'})
+        else:
+            mlp = ('up_proj', 'down_proj') if dinov3 else ('fc1', 'fc2')
+            renames.update({'mlp.fc1': f'mlp.{mlp[0]}', 'mlp.fc2': f'mlp.{mlp[1]}'})
         for ours, theirs in renames.items():
             for suffix in ('weight', 'bias'):
                 if f'{ours}.{suffix}' in b:
@@ -118,8 +122,18 @@ def to_transformers(obj: dict, out_dir, source) -> str:
                               f'classes take DINOv2 and DINOv3 only): --to transformers writes those')
     s = resolve_arch(arch, **{k: bb_cfg.get(k) for k in ('embed_dims', 'num_layers', 'num_heads')})
     s.update({k: bb_cfg[k] for k in ('patch_size', 'img_size', 'norm_eps') if bb_cfg.get(k) is not None})
-    if s['mlp_type'] != 'mlp':
-        raise CheckpointError(f'{source}: a {s["mlp_type"]} MLP ({arch}) is not written back to transformers yet')
+    hidden = int(s['embed_dims'] * s['mlp_ratio'])
+    gated = s['mlp_type'] == 'swiglu'
+    if s['mlp_type'] not in ('mlp', 'swiglu'):
+        raise CheckpointError(f'{source}: transformers\' EoMT has no {s["mlp_type"]} MLP ({arch})')
+    if gated and family == 'dinov3':
+        raise CheckpointError(f'{source}: transformers\' EomtDinov3 runs its gated MLP, mask head and upscale with '
+                              f'one activation (hidden_act), where DINOv3\'s SwiGLU is SiLU and EoMT\'s heads are '
+                              f'GELU ({arch}): it cannot hold this model')
+    if gated and (int(hidden * 2 / 3) + 7) // 8 * 8 != int(hidden * 2 / 3):
+        # EomtSwiGLUFFN rounds the 2/3 width up to a multiple of 8 (as Meta's DINOv2-g), this package does not
+        raise CheckpointError(f'{source}: its SwiGLU is {int(hidden * 2 / 3)} wide, which transformers\' '
+                              f'EomtSwiGLUFFN rounds up to a multiple of 8: it cannot hold it')
     sd = obj.get('state_dict', obj)
     head = keys_under(sd, 'decode_head.')
     side = _input_side(cfg, sd, s['patch_size'], source)
@@ -132,11 +146,11 @@ def to_transformers(obj: dict, out_dir, source) -> str:
     if classes and len(classes) == sizes['num_labels']:
         sizes.update(id2label=dict(enumerate(classes)), label2id={c: i for i, c in enumerate(classes)})
     if family == 'dinov3':
-        config = transformers.EomtDinov3Config(intermediate_size=int(s['embed_dims'] * s['mlp_ratio']),
+        config = transformers.EomtDinov3Config(intermediate_size=hidden,
                                                rope_parameters=dict(rope_theta=s['rope_theta'], rope_type='default'),
                                                **sizes)
     else:
-        config = transformers.EomtConfig(mlp_ratio=int(s['mlp_ratio']), **sizes)
+        config = transformers.EomtConfig(mlp_ratio=int(s['mlp_ratio']), use_swiglu_ffn=gated, **sizes)
     model = getattr(transformers, FAMILIES[family])(config)
     state = _backbone(keys_under(sd, 'backbone.'), family, s['num_heads'])
     state.update(_head(head))

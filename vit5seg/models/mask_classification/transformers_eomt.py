@@ -163,6 +163,10 @@ def convert_transformers_eomt(sd: StateDict, config: Optional[dict], source, del
         raise CheckpointError(f'{source} is transformers\' EoMT, which holds whole weights (transformers loads it as '
                               f'it is): convert it without --delta-to')
     check_config_fits(sd, config, source)
+    if config.get('hidden_act', 'gelu') != 'gelu':   # transformers' mask head and upscale run it, EoMT's GELU
+        raise CheckpointError(f'{source}: its config.json\'s hidden_act is {config["hidden_act"]!r}, which '
+                              f'transformers runs in the mask head and upscale too, where EoMT\'s are GELU: this '
+                              f'converter reads EoMT models (hidden_act \'gelu\')')
     classes = sd['class_predictor.weight'].shape[0] - 1   # the format row's keys include it
     out, words, meta = convert_release(to_release(sd), source, DECODER_OF[model_type], model=model, side=_side(config),
                                        num_heads=config.get('num_attention_heads'),

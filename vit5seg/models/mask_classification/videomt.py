@@ -29,6 +29,8 @@ class VidEoMTDecoder(EoMTDecoder):
         embed_dims: the backbone's width (``query_updater`` is C -> C).
     """
 
+    carries_state = True
+
     def __init__(self, embed_dims: int):
         super().__init__()
         self.embed_dims = embed_dims
