@@ -88,7 +88,8 @@ def test_a_clip_is_predicted_as_videomt_predicts_it_with_one_identity_per_pair(c
     assert set(pairs) == set(expected), (pairs, sorted(expected))
     for t, instances in enumerate(frames):
         # the same identities, with the same query, class and score, on every frame
-        assert torch.equal(instances.instances_id, first.instances_id) and len(set(instances.instances_id.tolist())) == TOP
+        assert torch.equal(instances.instances_id, first.instances_id)
+        assert len(set(instances.instances_id.tolist())) == TOP
         assert torch.equal(instances.query_ids, first.query_ids) and torch.equal(instances.labels, first.labels)
         assert torch.equal(instances.scores, first.scores)
         assert instances.masks.shape == (TOP, *ORI_SHAPE)
@@ -103,6 +104,10 @@ def test_a_decoder_that_carries_nothing_and_a_batch_of_clips_are_refused(convert
     cfg = video_config()
     cfg.model.decoder = dict(type='EoMTDecoder')
     with pytest.raises(ValueError, match='EoMTDecoder carries nothing from one frame to the next'):
+        track_model(cfg)
+    cfg = video_config()
+    cfg.model.test_cfg.max_per_video = 0
+    with pytest.raises(ValueError, match='test_cfg.max_per_video must be a positive int'):
         track_model(cfg)
     ours = track_model(video_config(), converted[1])
     with pytest.raises(ValueError, match=r'one clip at a time, \(1, T, C, H, W\).*got \(2, 3, 3, 96, 96\) and 2'):
@@ -152,7 +157,8 @@ test_pipeline = [
         dict(type='LoadTrackAnnotations', with_mask=True)]),
     dict(type='PackTrackInputs')]
 test_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(
-    data_root={root!r}, ann_file='annotations/youtube_vis_2019_valid.json', data_prefix=dict(img_path='valid/JPEGImages'),
+    data_root={root!r}, ann_file='annotations/youtube_vis_2019_valid.json',
+    data_prefix=dict(img_path='valid/JPEGImages'),
     pipeline=test_pipeline))
 train_dataloader = val_dataloader = val_evaluator = None   # a model that predicts only
 test_evaluator = dict(type='YouTubeVISMetric', metric='youtube_vis_ap', outfile_prefix={out!r})
@@ -189,7 +195,8 @@ def test_the_image_tools_refuse_a_video_config_in_one_line(converted, tmp_path, 
     config = tmp_path / 'video.py'
     config.write_text(_VIDEO_CONFIG.format(model=video_config().model.to_dict(), side=SIDE, root=str(tmp_path),
                                            out=str(tmp_path / 'results')))
-    args = [tmp_path / 'photo.jpg', '--out-dir', tmp_path / 'out'] if tool == 'infer.py' else ['--out', tmp_path / 'x.onnx']
+    photo = [tmp_path / 'photo.jpg', '--out-dir', tmp_path / 'out']
+    args = photo if tool == 'infer.py' else ['--out', tmp_path / 'x.onnx']
     done = run_script(REPO / 'tools' / tool, config, converted[1], *args)
     assert done.returncode == 1 and says in done.stderr and done.stderr.count('\n') == 1, done.stderr[-2000:]
     assert not (tmp_path / 'out').exists() and not (tmp_path / 'x.onnx').exists()

@@ -30,22 +30,23 @@ from mmseg.registry import MODELS as SEG_MODELS
 from .core import MaskClassificationCore
 
 
-def video_instances(class_logits: torch.Tensor, mask_logits: Sequence[torch.Tensor], frame_metas: List[dict],
-                    max_per_video: int, rescale: bool = True) -> List[InstanceData]:
-    """VidEoMT's clip prediction (module docstring) from the clip's mean class logits (Q, K + 1) and
-    each frame's mask logits at the padded input size (Q, H, W) -> one ``InstanceData`` per frame."""
+def video_instances(class_logits: torch.Tensor, mask_logits: Sequence[torch.Tensor], padded_size,
+                    frame_metas: List[dict], max_per_video: int, rescale: bool = True) -> List[InstanceData]:
+    """VidEoMT's clip prediction (module docstring) from the clip's mean class logits (Q, K + 1) and each
+    frame's mask logits at the decoder's resolution (Q, h, w), which cover ``padded_size`` of the input
+    -> one ``InstanceData`` per frame. Only the kept queries' masks are resized."""
     Q, K = class_logits.shape[0], class_logits.shape[1] - 1
     probs = class_logits.softmax(-1)[:, :-1]
     scores, index = probs.flatten().topk(min(max_per_video, Q * K), sorted=False)
     queries, labels = torch.div(index, K, rounding_mode='floor'), index % K
     out = []
     for masks, meta in zip(mask_logits, frame_metas):
+        masks = F.interpolate(masks[None, queries], size=tuple(padded_size), mode='bilinear', align_corners=False)
         h, w = meta['img_shape'][:2]
-        masks = masks[queries, :h, :w]
+        masks = masks[..., :h, :w]   # the padding cut off
         if rescale:
-            masks = F.interpolate(masks[None], size=tuple(meta['ori_shape'][:2]), mode='bilinear',
-                                  align_corners=False)[0]
-        binary = masks > 0
+            masks = F.interpolate(masks, size=tuple(meta['ori_shape'][:2]), mode='bilinear', align_corners=False)
+        binary = masks[0] > 0
         out.append(InstanceData(masks=binary, bboxes=mask2bbox(binary), labels=labels, scores=scores,
                                 instances_id=torch.arange(len(index)), query_ids=queries))
     return out
@@ -80,6 +81,10 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
                              f'model takes a decoder that does (VidEoMTDecoder)')
         self.num_classes = self.decode_head.num_classes
         self.test_cfg = {'max_per_video': 10, **(test_cfg or {})}
+        top = self.test_cfg['max_per_video']
+        if not isinstance(top, int) or isinstance(top, bool) or top < 1:
+            raise ValueError(f'test_cfg.max_per_video must be a positive int (the identities a clip keeps), '
+                             f'got {top!r}')
 
     def loss(self, inputs: torch.Tensor, data_samples, **kwargs) -> dict:
         raise NotImplementedError(f'{type(self).__name__} predicts; training it (VidEoMT\'s clip-consistent '
@@ -88,27 +93,27 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
 
     def clip_logits(self, clip: torch.Tensor):
         """The frames of ``clip`` (T, C, H, W) one after another, each handed the one before's state
-        -> (the mean class logits (Q, K + 1), each frame's mask logits at the padded input (Q, H, W))."""
+        -> (the mean class logits (Q, K + 1), each frame's mask logits at the decoder's resolution
+        (Q, h, w), the input size they cover)."""
         state, total, masks = None, 0, []
         for frame in clip:
             feats = self.extract_feat(frame[None], state=state)
             class_logits, mask_logits = self.decode_head(feats)
             state, total = feats.state, total + class_logits[0]
-            H, W = feats.input_size
-            masks.append(F.interpolate(mask_logits, size=feats.padded_size, mode='bilinear',
-                                       align_corners=False)[0, :, :H, :W])
-        return total / len(clip), masks
+            masks.append(mask_logits[0])
+        return total / len(clip), masks, feats.padded_size
 
     def predict(self, inputs: torch.Tensor, data_samples, rescale: bool = True) -> List[TrackDataSample]:
         if inputs.dim() != 5 or len(data_samples) != 1:
             raise ValueError(f'{type(self).__name__} predicts one clip at a time, (1, T, C, H, W) with one '
-                             f'TrackDataSample (mmdet\'s VideoSampler, batch size 1); got {tuple(inputs.shape)} and '
-                             f'{len(data_samples)} samples')
+                             f'TrackDataSample (a batch size of 1, as mmdet\'s video test loops); got '
+                             f'{tuple(inputs.shape)} and {len(data_samples)} samples')
         video = data_samples[0]
-        class_logits, masks = self.clip_logits(inputs[0])
+        class_logits, masks, padded_size = self.clip_logits(inputs[0])
         frames = [video[t] for t in range(len(video))]
-        for sample, instances in zip(frames, video_instances(class_logits, masks, [f.metainfo for f in frames],
-                                                             self.test_cfg['max_per_video'], rescale)):
+        predicted = video_instances(class_logits, masks, padded_size, [f.metainfo for f in frames],
+                                    self.test_cfg['max_per_video'], rescale)
+        for sample, instances in zip(frames, predicted):
             sample.pred_track_instances = instances
         result = TrackDataSample()
         result.video_data_samples = frames
