@@ -168,14 +168,20 @@ visualizer = dict(type='TrackLocalVisualizer', vis_backends=[dict(type='LocalVis
 """
 
 
+def write_video_config(folder: Path, data_root) -> Path:
+    """The tiny video model's config, reading a YouTube-VIS-layout folder, written as a file."""
+    config = folder / 'video.py'
+    config.write_text(_VIDEO_CONFIG.format(model=video_config().model.to_dict(), side=SIDE, root=str(data_root),
+                                           out=str(folder / 'results')))
+    return config
+
+
 def test_tools_test_scores_a_video_config_with_mmdets_youtube_vis_metric(converted, tmp_path):
     """tools/test.py on a video config: mmdet's YouTubeVISDataset whole clips, the model online over each,
     mmdet's YouTubeVISMetric on its predictions; every identity has a mask on every frame of its clip."""
     from vit5seg.datasets import make_synthetic_data
     root = make_synthetic_data('ytvis', tmp_path, num_train=1, num_val=2, size=54)
-    config = tmp_path / 'video.py'
-    config.write_text(_VIDEO_CONFIG.format(model=video_config().model.to_dict(), side=SIDE, root=str(root),
-                                           out=str(tmp_path / 'results')))
+    config = write_video_config(tmp_path, root)
     done = run_script(REPO / 'tools' / 'test.py', config, converted[1], '--work-dir', tmp_path / 'work')
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(r'youtube_vis/segm_mAP: \d', done.stdout + done.stderr), (done.stdout + done.stderr)[-3000:]
@@ -192,9 +198,7 @@ def test_tools_test_scores_a_video_config_with_mmdets_youtube_vis_metric(convert
 @pytest.mark.parametrize('tool,says', [('infer.py', 'does not run clips through a video model yet'),
                                        ('export_onnx.py', 'the ONNX export of one online step')])
 def test_the_image_tools_refuse_a_video_config_in_one_line(converted, tmp_path, tool, says):
-    config = tmp_path / 'video.py'
-    config.write_text(_VIDEO_CONFIG.format(model=video_config().model.to_dict(), side=SIDE, root=str(tmp_path),
-                                           out=str(tmp_path / 'results')))
+    config = write_video_config(tmp_path, tmp_path)
     photo = [tmp_path / 'photo.jpg', '--out-dir', tmp_path / 'out']
     args = photo if tool == 'infer.py' else ['--out', tmp_path / 'x.onnx']
     done = run_script(REPO / 'tools' / tool, config, converted[1], *args)

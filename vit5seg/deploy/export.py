@@ -425,10 +425,11 @@ def main(argv=None) -> int:
 
     from mmengine.config import Config
     cfg = Config.fromfile(args.config)
-    if task_of(cfg) == 'video-instance':
+    task = task_of(cfg)
+    if task == 'video-instance':
         raise ExportError(f'{args.config} is a video config: the ONNX export of one online step (a frame and '
                           f'the previous queries in) is not here yet')
-    if task_of(cfg) in ('panoptic', 'instance'):   # mmdet's panoptic or instance EoMT
+    if task in ('panoptic', 'instance'):   # mmdet's panoptic or instance EoMT
         return export_detector_main(args, cfg)
     shape = tuple(args.shape or args.example_shape or cfg.get('crop_size') or (512, 512))
     model = load_model(args.config, args.checkpoint, args.sha256)

@@ -38,18 +38,25 @@ def panoptic_rule(class_logits: torch.Tensor, mask_logits: torch.Tensor, num_thi
             torch.where(made, scores, torch.full_like(scores, -1.0)))
 
 
+def top_query_classes(class_logits: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``k`` best (query, class) pairs of (Q, K + 1) class logits by softmax probability, no-object
+    left out (mmdet's ``instance_postprocess``, VidEoMT's ``inference_video_vis``) -> their
+    probabilities, queries and classes, best first."""
+    K = class_logits.shape[1] - 1
+    top, index = class_logits.softmax(-1)[:, :-1].flatten().topk(k)
+    return top, torch.div(index, K, rounding_mode='floor'), index % K
+
+
 def instance_rule(class_logits: torch.Tensor, mask_logits: torch.Tensor, max_per_image: int = 100
                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """mmdet's ``instance_postprocess`` (a model without stuff classes): the top
     ``max_per_image`` of queries x classes, masks > 0, score = class probability x the mean mask
     probability inside the mask -> masks (N, H, W), labels, scores, by class probability."""
-    K = class_logits.shape[1] - 1
-    probs = class_logits.softmax(-1)[:, :-1]
-    top, index = probs.flatten().topk(max_per_image)
-    masks = mask_logits[torch.div(index, K, rounding_mode='floor')]
+    top, queries, labels = top_query_classes(class_logits, max_per_image)
+    masks = mask_logits[queries]
     binary = masks > 0
     inside = (masks.sigmoid() * binary).flatten(1).sum(1) / (binary.flatten(1).sum(1) + 1e-6)
-    return binary, index % K, top * inside
+    return binary, labels, top * inside
 
 
-__all__ = ['instance_rule', 'panoptic_rule']
+__all__ = ['instance_rule', 'panoptic_rule', 'top_query_classes']

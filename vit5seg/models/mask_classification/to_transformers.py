@@ -130,9 +130,10 @@ def to_transformers(obj: dict, out_dir, source) -> str:
         raise CheckpointError(f'{source}: transformers\' EomtDinov3 runs its gated MLP, mask head and upscale with '
                               f'one activation (hidden_act), where DINOv3\'s SwiGLU is SiLU and EoMT\'s heads are '
                               f'GELU ({arch}): it cannot hold this model')
-    if gated and (int(hidden * 2 / 3) + 7) // 8 * 8 != int(hidden * 2 / 3):
+    swiglu = int(hidden * 2 / 3)   # layers.Block's gated width
+    if gated and (swiglu + 7) // 8 * 8 != swiglu:
         # EomtSwiGLUFFN rounds the 2/3 width up to a multiple of 8 (as Meta's DINOv2-g), this package does not
-        raise CheckpointError(f'{source}: its SwiGLU is {int(hidden * 2 / 3)} wide, which transformers\' '
+        raise CheckpointError(f'{source}: its SwiGLU is {swiglu} wide, which transformers\' '
                               f'EomtSwiGLUFFN rounds up to a multiple of 8: it cannot hold it')
     sd = obj.get('state_dict', obj)
     head = keys_under(sd, 'decode_head.')

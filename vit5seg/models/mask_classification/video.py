@@ -8,7 +8,7 @@ follows what it found without a tracker. The clip's prediction is VidEoMT's
 ``inference_video_vis``): every query's class logits averaged over the frames, the clip's top
 ``max_per_video`` (query, class) pairs by softmax probability, and each pair's mask on every frame
 (bilinear to the padded input, its padding cut off, bilinear to the frame's original size,
-logit > 0). A pair is one identity (``instances_id``: its rank, as mmdet's Mask2Former-VIS
+logit > 0). A pair is one identity (``instances_id``: its rank by score, as mmdet's Mask2Former-VIS
 numbers them; ``query_ids``: the query that made it), and its score is its class probability on
 every frame, which mmdet's ``YouTubeVISMetric`` reads.
 
@@ -28,6 +28,7 @@ from mmengine.structures import InstanceData
 from mmseg.registry import MODELS as SEG_MODELS
 
 from .core import MaskClassificationCore
+from .postprocess import top_query_classes
 
 
 def video_instances(class_logits: torch.Tensor, mask_logits: Sequence[torch.Tensor], padded_size,
@@ -36,9 +37,7 @@ def video_instances(class_logits: torch.Tensor, mask_logits: Sequence[torch.Tens
     frame's mask logits at the decoder's resolution (Q, h, w), which cover ``padded_size`` of the input
     -> one ``InstanceData`` per frame. Only the kept queries' masks are resized."""
     Q, K = class_logits.shape[0], class_logits.shape[1] - 1
-    probs = class_logits.softmax(-1)[:, :-1]
-    scores, index = probs.flatten().topk(min(max_per_video, Q * K), sorted=False)
-    queries, labels = torch.div(index, K, rounding_mode='floor'), index % K
+    scores, queries, labels = top_query_classes(class_logits, min(max_per_video, Q * K))
     out = []
     for masks, meta in zip(mask_logits, frame_metas):
         masks = F.interpolate(masks[None, queries], size=tuple(padded_size), mode='bilinear', align_corners=False)
@@ -48,7 +47,7 @@ def video_instances(class_logits: torch.Tensor, mask_logits: Sequence[torch.Tens
             masks = F.interpolate(masks, size=tuple(meta['ori_shape'][:2]), mode='bilinear', align_corners=False)
         binary = masks[0] > 0
         out.append(InstanceData(masks=binary, bboxes=mask2bbox(binary), labels=labels, scores=scores,
-                                instances_id=torch.arange(len(index)), query_ids=queries))
+                                instances_id=torch.arange(len(queries)), query_ids=queries))
     return out
 
 
