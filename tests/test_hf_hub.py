@@ -3,6 +3,8 @@ a Hub served from 127.0.0.1 (``HF_ENDPOINT``; tests/local_server.py): its cache 
 there is not fetched again), ``HF_HUB_OFFLINE``, a gated repository's token (never printed), the commit
 pinned in the converted file; a release converted once for loading, then read from the conversion cache;
 ``tools/infer.py hf://ID photo.jpg`` as the whole command."""
+import contextlib
+import importlib
 import json
 import os
 import subprocess
@@ -14,16 +16,42 @@ import pytest
 import torch
 from local_server import serve_hub
 
-from conftest import REPO
+from conftest import REPO, run_script
 from test_models_transformers_eomt import hf_model
 from vit5seg.hf_hub import HubError, parse_hub_id
 
 TOKEN = 'hf_test_token_never_printed'
 
 
-def _run(tool, *args, env):
+def _process(tool, *args, env):
+    """The tool in a process of its own, as a user starts it with ``env``."""
     return subprocess.run([sys.executable, str(REPO / 'tools' / tool), *map(str, args)], capture_output=True,
                           text=True, env=env, cwd=env['HOME'], timeout=600)
+
+
+@contextlib.contextmanager
+def _hub_settings(env):
+    """``env`` as a new process would see it: huggingface_hub reads HF_HOME, HF_ENDPOINT and HF_HUB_OFFLINE once,
+    when it is imported, so its constants are read again here, and again from the test's environment after
+    (saves a new interpreter's 7 s of imports per tool run; the tests whose point is a user's process keep one)."""
+    from huggingface_hub import close_session, constants
+    before = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    importlib.reload(constants)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+        importlib.reload(constants)
+        close_session()   # its pooled connections went to this test's server
+
+
+def _run(tool, *args, env):
+    """The tool run in this process with ``env`` (conftest.run_script), as :func:`_process` would run it."""
+    with _hub_settings(env):
+        return run_script(REPO / 'tools' / tool, *args, cwd=env['HOME'], env=env)
 
 
 @pytest.fixture
@@ -56,8 +84,8 @@ def test_convert_from_the_hub_pins_the_commit_offline_reads_the_cache_and_gated_
         refused = _run('convert_checkpoint.py', 'hf://tue-mps/tiny_eomt', tmp_path / 'a.pth', env=env)
         assert refused.returncode == 1 and refused.stderr.count('\n') == 1, refused.stderr
         assert 'hf://tue-mps/tiny_eomt: it is gated' in refused.stderr and 'HF_TOKEN' in refused.stderr
-        done = _run('convert_checkpoint.py', 'hf://tue-mps/tiny_eomt', tmp_path / 'a.pth',
-                    env=dict(env, HF_TOKEN=TOKEN))
+        done = _process('convert_checkpoint.py', 'hf://tue-mps/tiny_eomt', tmp_path / 'a.pth',
+                        env=dict(env, HF_TOKEN=TOKEN))   # a user's process: the token is printed nowhere
         assert done.returncode == 0, done.stderr
         assert TOKEN not in done.stdout + done.stderr
         commit = hub.repos['tue-mps/tiny_eomt'][1]
@@ -81,17 +109,16 @@ def test_convert_from_the_hub_pins_the_commit_offline_reads_the_cache_and_gated_
     assert not (tmp_path / 'c.pth').exists()
 
 
-# a second process (HF_ENDPOINT and HF_HUB_OFFLINE are read when huggingface_hub is imported): our init_model
-# from the Hub id, and its logits against the transformers model saved in the folder the Hub serves
-_INIT_MODEL = """
-import sys
-import transformers
-from test_models_transformers_eomt import logits_against_transformers, small_config
-from vit5seg.apis import init_model
-ours = init_model(small_config('dinov2-large_eomt_ade20k.py'), 'hf://someone/tiny', device='cpu').eval()
-theirs = transformers.EomtForUniversalSegmentation.from_pretrained(sys.argv[1]).eval()
-print(*(float(v) for v in logits_against_transformers(theirs, ours)))
-"""
+def _init_model_logits(repo, env):
+    """Our init_model from the Hub id (its settings ``env``'s), and its logits against the transformers model
+    saved in the folder the Hub serves: (class, mask, largest)."""
+    import transformers
+    from test_models_transformers_eomt import logits_against_transformers, small_config
+    from vit5seg.apis import init_model
+    with _hub_settings(env):
+        ours = init_model(small_config('dinov2-large_eomt_ade20k.py'), 'hf://someone/tiny', device='cpu').eval()
+    theirs = transformers.EomtForUniversalSegmentation.from_pretrained(repo).eval()
+    return [float(v) for v in logits_against_transformers(theirs, ours)]
 
 
 @pytest.mark.slow
@@ -101,35 +128,29 @@ def test_init_model_takes_a_hub_id_and_converts_it_once(tmp_path, hub_env):
     hf_model('eomt').save_pretrained(tmp_path / 'repo')
     with serve_hub({'someone/tiny': tmp_path / 'repo'}) as hub:
         online = dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0')
-        done = subprocess.run([sys.executable, '-c', _INIT_MODEL, str(tmp_path / 'repo')], env=online,
-                              capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+        done = _init_model_logits(tmp_path / 'repo', online)
     converted = list((tmp_path / 'cache' / 'vit5seg' / 'converted').iterdir())
     assert len(converted) == 1 and converted[0].suffix == '.pth'
     stamp = converted[0].stat().st_mtime_ns
-    again = subprocess.run([sys.executable, '-c', _INIT_MODEL, str(tmp_path / 'repo')], env=hub_env,
-                           capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = _init_model_logits(tmp_path / 'repo', hub_env)
     assert converted[0].stat().st_mtime_ns == stamp   # offline, read from the conversion cache
-    for run in (done, again):
-        cls, masks, largest = map(float, run.stdout.split()[-3:])
-        assert largest > 1 and cls < 1e-4 and masks < 1e-4, run.stdout
+    for cls, masks, largest in (done, again):
+        assert largest > 1 and cls < 1e-4 and masks < 1e-4, (cls, masks, largest)
 
 
-# a second process: a DINOv3 backbone whose init_cfg checkpoint is a Hub id, against transformers' DINOv3 saved
-# in the folder the Hub serves (patch tokens, on a non-square input)
-_PRETRAINED = """
-import sys
-import transformers
-from test_models_dinov import hf_patch_tokens, image, patch_tokens
-from vit5seg.models.backbones.vit5 import ViT5
-model = ViT5(arch='dinov3-large', embed_dims=int(sys.argv[2]), num_layers=int(sys.argv[3]), num_heads=2,
-             init_cfg=dict(type='Pretrained', checkpoint='hf://facebook/dinov3-tiny'))
-model.init_weights()
-theirs = transformers.DINOv3ViTModel.from_pretrained(sys.argv[1]).eval()
-x = image(96, 128)
-print(float((patch_tokens(model.eval(), x) - hf_patch_tokens(theirs, x, 5)).abs().max()))
-"""
+def _pretrained_by_hub_id(repo, dim, depth, env) -> float:
+    """A DINOv3 backbone whose init_cfg checkpoint is a Hub id (its settings ``env``'s), against transformers'
+    DINOv3 saved in the folder the Hub serves: the largest difference of the patch tokens on a non-square input."""
+    import transformers
+    from test_models_dinov import hf_patch_tokens, image, patch_tokens
+    from vit5seg.models.backbones.vit5 import ViT5
+    model = ViT5(arch='dinov3-large', embed_dims=dim, num_layers=depth, num_heads=2,
+                 init_cfg=dict(type='Pretrained', checkpoint='hf://facebook/dinov3-tiny'))
+    with _hub_settings(env):
+        model.init_weights()
+    theirs = transformers.DINOv3ViTModel.from_pretrained(repo).eval()
+    x = image(96, 128)
+    return float((patch_tokens(model.eval(), x) - hf_patch_tokens(theirs, x, 5)).abs().max())
 
 
 @pytest.mark.slow
@@ -145,12 +166,8 @@ def test_the_delta_to_weights_and_a_backbones_pretrained_come_by_hub_id_from_a_g
         done = _run('convert_checkpoint.py', tmp_path / 'pytorch_model.bin', tmp_path / 'converted.pth',
                     '--delta-to', 'hf://facebook/dinov3-tiny', env=env)
         assert done.returncode == 0, done.stderr
-        args = map(str, (tmp_path / 'repo', DINOV3_DIM, DEPTH))
-        backbone = subprocess.run([sys.executable, '-c', _PRETRAINED, *args], env=env, capture_output=True, text=True,
-                                  timeout=600)
-        assert backbone.returncode == 0, backbone.stderr[-3000:]
-        assert TOKEN not in done.stdout + done.stderr + backbone.stdout + backbone.stderr
-    assert float(backbone.stdout.split()[-1]) < 1e-5, backbone.stdout
+        assert TOKEN not in done.stdout + done.stderr
+        assert _pretrained_by_hub_id(tmp_path / 'repo', DINOV3_DIM, DEPTH, env) < 1e-5
     meta = torch.load(tmp_path / 'converted.pth', weights_only=True)['meta']
     assert meta['delta_to'] == dict(source='hf://facebook/dinov3-tiny', revision=hub.repos['facebook/dinov3-tiny'][1])
     predicts_as_upstream(small_config('dinov3-large_eomt_ade20k.py', DINOV3_DIM), tmp_path / 'converted.pth', ref)
@@ -166,8 +183,8 @@ def test_infer_with_a_hub_id_alone_is_the_whole_command(tmp_path, hub_env):
     photo = tmp_path / 'home' / 'photo.jpg'
     cv2.imwrite(str(photo), np.random.default_rng(0).integers(0, 256, (300, 420, 3), dtype=np.uint8))
     with serve_hub({'tue-mps/coco_panoptic_eomt_small_640': tmp_path / 'repo'}) as hub:
-        done = _run('infer.py', 'hf://tue-mps/coco_panoptic_eomt_small_640', photo, '--out-dir', 'out',
-                    '--no-progress', env=dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0'))
+        done = _process('infer.py', 'hf://tue-mps/coco_panoptic_eomt_small_640', photo, '--out-dir', 'out',
+                        '--no-progress', env=dict(hub_env, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE='0'))
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / 'home' / 'out'
     assert (out / 'panoptic' / 'photo.png').is_file() and (out / 'overlays' / 'photo.jpg').is_file()

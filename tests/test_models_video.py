@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -195,12 +196,170 @@ def test_tools_test_scores_a_video_config_with_mmdets_youtube_vis_metric(convert
     assert all(len(r['segmentations']) == 5 and all(s is not None for s in r['segmentations']) for r in results)
 
 
-@pytest.mark.parametrize('tool,says', [('infer.py', 'does not run clips through a video model yet'),
-                                       ('export_onnx.py', 'the ONNX export of one online step')])
-def test_the_image_tools_refuse_a_video_config_in_one_line(converted, tmp_path, tool, says):
+def mmdet_inputs(model, frames) -> torch.Tensor:
+    """(T, 3, H, W): the inputs mmdet's ``inference_mot`` makes of BGR frames (the config's test pipeline, the
+    model's preprocessor), for transformers' model."""
+    import numpy as np
+    from mmdet.apis.inference import build_test_pipeline
+    from mmengine.dataset import default_collate
+    pipeline = build_test_pipeline(model.cfg)
+    packed = [default_collate([pipeline(dict(img=[img.astype(np.float32)], frame_id=[t], ori_shape=[img.shape[:2]],
+                                             img_id=[t + 1], ori_video_length=[len(frames)]))])
+              for t, img in enumerate(frames)]
+    return torch.cat([model.data_preprocessor(data, False)['inputs'][0] for data in packed])
+
+
+def test_inference_mot_streams_a_video_frame_by_frame_with_videomts_rule_on_the_frames_so_far(converted, tmp_path):
+    """mmdet's ``inference_mot``, one frame a call: each frame's pairs, scores and masks are VidEoMT's clip
+    prediction on the frames seen so far (``reference_clip``, on transformers' logits of the frames mmdet's
+    pipeline and preprocessor make), a pair keeps one id, the last frame's pairs are the clip's, and what the
+    model keeps between calls does not grow."""
+    import numpy as np
+    from mmdet.apis import inference_mot
+    from mmengine.registry import DefaultScope
+    model, checkpoint = converted
+    ours = track_model(str(write_video_config(tmp_path, tmp_path)), checkpoint)
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 256, (*ORI_SHAPE, 3), dtype=np.uint8) for _ in range(FRAMES + 2)]
+    with DefaultScope.overwrite_default_scope('mmdet'), torch.no_grad():
+        theirs = model(pixel_values_videos=mmdet_inputs(ours, frames)[None])
+        kept, seen = [], []
+        for t, img in enumerate(frames):
+            instances = inference_mot(ours, img, t, len(frames)).video_data_samples[0].pred_track_instances
+            kept.append(sum(v.numel() for v in ours._stream.values() if isinstance(v, torch.Tensor)))
+            expected = reference_clip(theirs.class_queries_logits[:t + 1], theirs.masks_queries_logits[:t + 1], TOP)
+            pairs = list(zip(instances.query_ids.tolist(), instances.labels.tolist()))
+            assert set(pairs) == set(expected), (t, pairs, sorted(expected))
+            assert instances.instances_id.tolist() == [q * CLASSES + k for q, k in pairs]
+            for j, pair in enumerate(pairs):
+                score, masks = expected[pair]
+                assert abs(float(instances.scores[j]) - score) < 1e-5, (t, pair)
+                assert (instances.masks[j] == masks[t]).float().mean() >= 0.999, (t, pair)
+            seen.append(set(pairs))
+        assert set(pairs) == set(reference_clip(theirs.class_queries_logits, theirs.masks_queries_logits, TOP))
+        assert all(a & b for a, b in zip(seen, seen[1:])), 'a frame shares no pair with the next: ids untested'
+        assert len(set(kept)) == 1, kept   # the state and one running sum, whatever the length
+        with pytest.raises(ValueError, match=f'in order from frame_id 0: got frame_id 2 where frame {len(frames)} '
+                                             f'comes next'):
+            inference_mot(ours, frames[2], 2, len(frames))
+
+
+def _write_mp4(path: Path, frames) -> None:
+    import cv2
+    video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), 10.0, frames[0].shape[1::-1])
+    assert video.isOpened(), 'this OpenCV has no mp4v encoder'
+    for frame in frames:
+        video.write(frame)
+    video.release()
+
+
+def _read_video(path: Path) -> list:
+    import cv2
+    cap, frames = cv2.VideoCapture(str(path)), []
+    ok, frame = cap.read()
+    while ok:
+        frames.append(frame)
+        ok, frame = cap.read()
+    cap.release()
+    return frames
+
+
+def test_infer_streams_an_mp4_into_an_overlay_video_and_youtube_vis_results(converted, tmp_path):
+    """tools/infer.py CONFIG CKPT clip.mp4: the overlay video (as many frames, the same size) and YouTube-VIS's
+    results json, whose masks and clip scores are VidEoMT's rule on the decoded frames (``reference_clip`` on
+    transformers' logits); an image beside it is skipped with its reason; flags for images are refused."""
+    import numpy as np
+    from mmengine.registry import DefaultScope
+    from pycocotools import mask as mask_utils
+    model, checkpoint = converted
     config = write_video_config(tmp_path, tmp_path)
-    photo = [tmp_path / 'photo.jpg', '--out-dir', tmp_path / 'out']
-    args = photo if tool == 'infer.py' else ['--out', tmp_path / 'x.onnx']
-    done = run_script(REPO / 'tools' / tool, config, converted[1], *args)
-    assert done.returncode == 1 and says in done.stderr and done.stderr.count('\n') == 1, done.stderr[-2000:]
-    assert not (tmp_path / 'out').exists() and not (tmp_path / 'x.onnx').exists()
+    x = np.arange(ORI_SHAPE[1])[None, :, None]
+    _write_mp4(tmp_path / 'clip.mp4', [np.broadcast_to((x * 3 + 40 * t) % 256, (*ORI_SHAPE, 3)).astype(np.uint8)
+                                       for t in range(FRAMES + 2)])
+    frames = _read_video(tmp_path / 'clip.mp4')   # what the tool reads, after the codec
+    (tmp_path / 'photo.jpg').write_bytes(b'not read')
+    done = run_script(REPO / 'tools' / 'infer.py', config, checkpoint, tmp_path / 'clip.mp4', tmp_path / 'photo.jpg',
+                      '--out-dir', tmp_path / 'out', '--no-progress')
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 'photo.jpg: a video model takes videos, not images' in done.stdout and '1 done, 1 skipped' in done.stdout
+    drawn = _read_video(tmp_path / 'out' / 'videos' / 'clip.mp4')
+    assert len(drawn) == len(frames) and drawn[0].shape == frames[0].shape
+    assert json.loads((tmp_path / 'out' / 'videos.json').read_text()) == [
+        dict(id=1, file_name='clip', length=len(frames), height=ORI_SHAPE[0], width=ORI_SHAPE[1])]
+    results = json.loads((tmp_path / 'out' / 'results.json').read_text())
+    assert all(r['video_id'] == 1 and len(r['segmentations']) == len(frames) for r in results)
+    ours = track_model(str(config), checkpoint)
+    with DefaultScope.overwrite_default_scope('mmdet'), torch.no_grad():
+        theirs = model(pixel_values_videos=mmdet_inputs(ours, frames)[None])
+    clip = reference_clip(theirs.class_queries_logits, theirs.masks_queries_logits, TOP)
+    for t in range(len(frames)):
+        expected = reference_clip(theirs.class_queries_logits[:t + 1], theirs.masks_queries_logits[:t + 1], TOP)
+        shown = [r for r in results if r['segmentations'][t] is not None]
+        assert sorted(r['category_id'] for r in shown) == sorted(k + 1 for _, k in expected), t
+    last = {(r['category_id'], round(r['score'], 5)): r['segmentations'][-1] for r in results
+            if r['segmentations'][-1] is not None}
+    assert len(last) == TOP
+    for (query, label), (score, masks) in clip.items():   # the last frame's identities: the clip's pairs
+        rle = last[(label + 1, round(score, 5))]
+        assert (mask_utils.decode(rle).astype(bool) == masks[-1].numpy()).mean() >= 0.999
+    refused = run_script(REPO / 'tools' / 'infer.py', config, checkpoint, tmp_path / 'clip.mp4', '--out-dir',
+                         tmp_path / 'other', '--mode', 'slide')
+    assert refused.returncode == 2 and 'is a video config' in refused.stderr and '--mode slide' in refused.stderr
+
+
+def test_a_video_whose_frames_change_size_is_one_error_and_leaves_no_video(converted, tmp_path, monkeypatch):
+    """A container whose third frame comes at another size (OpenCV decodes it as it is)."""
+    import cv2
+    opened = cv2.VideoCapture
+
+    class ResizingCapture:
+        def __init__(self, path):
+            self.capture, self.read_frames = opened(path), 0
+
+        def read(self):
+            ok, frame = self.capture.read()
+            self.read_frames += 1
+            return ok, (cv2.resize(frame, (120, 80)) if ok and self.read_frames == 3 else frame)
+
+        def __getattr__(self, name):   # isOpened, get, release
+            return getattr(self.capture, name)
+
+    clip = tmp_path / 'clip.mp4'
+    _write_mp4(clip, [np.zeros((*ORI_SHAPE, 3), np.uint8)] * 4)
+    monkeypatch.setattr(cv2, 'VideoCapture', ResizingCapture)
+    done = run_script(REPO / 'tools' / 'infer.py', write_video_config(tmp_path, tmp_path), converted[1], clip,
+                      '--out-dir', tmp_path / 'out', '--no-progress')
+    assert done.returncode == 1 and done.stderr.count('\n') == 1, done.stderr[-3000:]
+    assert f'error: {clip}: frame 2 is 120x80, the frames before it 200x150: a video keeps one size' in done.stderr
+    assert not (tmp_path / 'out' / 'videos' / 'clip.mp4').exists() and not (tmp_path / 'out' / 'results.json').exists()
+
+
+def test_an_image_release_for_a_video_model_and_a_video_release_for_an_image_decoder_are_one_error(converted,
+                                                                                                   tmp_path):
+    """The tensors fit both ways (VidEoMT is EoMT plus its query updater), so each would load without a word."""
+    from test_models_transformers_eomt import hf_model
+    from vit5seg.apis import init_model
+    from vit5seg.engine.checkpoint_io import CheckpointFitError
+    hf_model('eomt', num_labels=CLASSES, queries=200).save_pretrained(tmp_path / 'eomt')
+    assert run_script(CONVERT, tmp_path / 'eomt', tmp_path / 'image.pth').returncode == 0
+    config = write_video_config(tmp_path, tmp_path)
+    clip = tmp_path / 'clip.mp4'
+    _write_mp4(clip, [np.zeros((*ORI_SHAPE, 3), np.uint8)] * 2)
+    done = run_script(REPO / 'tools' / 'infer.py', config, tmp_path / 'image.pth', clip, '--out-dir', tmp_path / 'out')
+    assert done.returncode == 1 and done.stderr.count('\n') == 1, done.stderr[-3000:]
+    assert ('the checkpoint is an EoMT release (a task of no known kind) for images, and VideoMaskClassifier is a '
+            'video model' in done.stderr), done.stderr
+    assert not (tmp_path / 'out').exists()
+    image = videomt_config()
+    image.model.decoder = dict(type='EoMTDecoder')
+    with pytest.raises(CheckpointFitError, match=r"a VidEoMT release \(video instance\) for video, and "
+                                                 r"EoMT's decoder \(EoMTDecoder\) carries nothing"):
+        init_model(image, str(converted[1]), device='cpu')
+    init_model(videomt_config(), str(converted[1]), device='cpu')   # VidEoMT's decoder on images: it fits
+
+
+def test_export_refuses_a_video_config_in_one_line(converted, tmp_path):
+    config = write_video_config(tmp_path, tmp_path)
+    done = run_script(REPO / 'tools' / 'export_onnx.py', config, converted[1], '--out', tmp_path / 'x.onnx')
+    assert done.returncode == 1 and 'the ONNX export of one online step' in done.stderr, done.stderr[-2000:]
+    assert done.stderr.count('\n') == 1 and not (tmp_path / 'x.onnx').exists()

@@ -245,6 +245,30 @@ def _all_tasks_main(args, parser):
     return summary
 
 
+def _video_main(args, parser):
+    """tools/infer.py with a video config: each video streamed through the model (apis/infer_video.py)."""
+    from .inference import init_model
+    from .infer_video import run_video_inference
+    given = [flag for flag, value in (('--mode slide', args.mode == 'slide'), ('--crop', args.crop),
+                                      ('--stride', args.stride), ('--scale', args.scale), ('--amp', args.amp),
+                                      ('--batch-size', args.batch_size != 1), ('--side-by-side', args.side_by_side),
+                                      ('--legend', args.legend)) if value]
+    if given:
+        parser.error(f'{args.config} is a video config (one frame a call, its own input size): '
+                     f'{", ".join(given)} cannot apply to it')
+    model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256)
+    sources, missing = collect_sources(args.inputs)
+    summary = InferenceReport(skipped=missing)
+    try:
+        run_video_inference(model, sources, args.out_dir, args.opacity, summary, progress=not args.no_progress)
+    except (ValueError, OSError) as e:
+        parser.exit(1, f'error: {e}\n')
+    for path, why in summary.skipped:
+        print(f'skipped {path}: {why}')
+    print(f'{summary.line()} -> {args.out_dir} (videos/, results.json in YouTube-VIS\'s format, videos.json)')
+    return summary
+
+
 def release_config(src: str) -> str:
     """The shipped config the release (or transformers' EoMT) at Hub id ``src`` fits: its converted meta's,
     read through mmengine's loader (which converts it once, vit5seg.engine.checkpoint_io)."""
@@ -272,7 +296,8 @@ def main(argv=None):
     parser.add_argument('--out-dir', required=True,
                         help='writes OUT_DIR/masks/<name>.png and OUT_DIR/overlays/<name>.jpg; for a panoptic model '
                              'OUT_DIR/panoptic/<name>.png and panoptic.json (COCO\'s panoptic format), for an '
-                             'instance model instances.json (COCO\'s results format)')
+                             'instance model instances.json (COCO\'s results format); for a video model '
+                             'OUT_DIR/videos/<name>.mp4, results.json (YouTube-VIS\'s results format) and videos.json')
     parser.add_argument('--device', default=None, help='e.g. cuda:0 or cpu (default: cuda:0 if available)')
     parser.add_argument('--batch-size', type=int, default=1, help='images per forward pass')
     parser.add_argument('--mode', choices=['whole', 'slide'], default='whole', help='whole image or sliding window')
@@ -304,9 +329,7 @@ def main(argv=None):
     if is_all_tasks_config(cfg):
         return _all_tasks_main(args, parser)
     if task_of(cfg) == 'video-instance':
-        parser.exit(1, f'error: {args.config} is a video config: tools/infer.py segments photos and a video\'s '
-                       f'frames each on its own, and does not run clips through a video model yet; '
-                       f'tools/test.py scores it on a YouTube-VIS-layout dataset\n')
+        return _video_main(args, parser)
     from .inference import init_model
     model = init_model(args.config, args.checkpoint, device=args.device, sha256=args.sha256,
                        amp=args.amp_dtype if args.amp else None)

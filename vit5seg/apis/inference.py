@@ -11,7 +11,7 @@ import vit5seg  # noqa: F401  (registers ViT5 before any config is built)
 from vit5seg.hf_hub import is_hub_id
 from vit5seg.hub import resolve
 from vit5seg.utils.amp import amp_dtype, enable_amp
-from vit5seg.utils.config_kinds import is_detection_config, photo_pipeline
+from vit5seg.utils.config_kinds import is_detection_config, photo_pipeline, task_of
 from vit5seg.utils.dataset_meta import config_dataset_meta
 
 __all__ = ['init_model', 'inference_model', 'is_detection_config']
@@ -33,6 +33,17 @@ def _init_detector(cfg: Config, checkpoint: Optional[str], cfg_options: Optional
     return model
 
 
+def _init_track_model(cfg: Config, checkpoint: Optional[str], cfg_options: Optional[dict]):
+    """mmdet's ``init_track_model`` (in mmdet's scope: it builds in whichever is current) for a video config."""
+    from mmdet.apis import init_track_model
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        model = init_track_model(cfg, checkpoint, device='cpu', cfg_options=cfg_options)
+    if len((getattr(model, 'dataset_meta', None) or {}).get('classes') or ()) != model.num_classes:
+        model.dataset_meta = config_dataset_meta(cfg)   # a checkpoint without class names: the config's dataset's
+    return model
+
+
 def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] = None,
                cfg_options: Optional[dict] = None, sha256: Optional[str] = None, amp: Optional[str] = None):
     """mmseg's ``init_model`` plus what our configs need for inference: SyncBN becomes BN
@@ -42,14 +53,16 @@ def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] =
     ``amp='bf16'`` or ``'fp16'``: the forward runs under autocast in that dtype
     (:mod:`vit5seg.utils.amp`; an unsupported dtype for the device is an error).
     A panoptic or instance config (:func:`is_detection_config`) gives mmdet's model, through
-    mmdet's ``init_detector``."""
+    mmdet's ``init_detector``; a video config mmdet's ``init_track_model``."""
     device = device or ('cuda:0' if torch.cuda.is_available() else 'cpu')
     if amp is not None:
         amp_dtype(device, amp)  # before loading anything
     if checkpoint is not None and not is_hub_id(checkpoint):   # a Hub id: mmengine's loader, hf:// (converted)
         checkpoint = resolve(checkpoint, sha256)
     config = Config.fromfile(str(config)) if not isinstance(config, Config) else config
-    if is_detection_config(config):
+    if task_of(config) == 'video-instance':
+        model = _init_track_model(config, checkpoint, cfg_options)
+    elif is_detection_config(config):
         model = _init_detector(config, checkpoint, cfg_options)
     else:
         model = _mmseg_init_model(config, checkpoint, device='cpu', cfg_options=cfg_options)

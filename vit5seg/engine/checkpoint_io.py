@@ -125,6 +125,37 @@ def check_shares_the_model(own: dict, state_dict: dict, model_name: str) -> None
                              f'this one under other names (convert it: tools/convert_checkpoint.py)')
 
 
+def _is_video_model(model) -> bool:
+    try:
+        from mmdet.models.mot import BaseMOTModel   # mmdet's base of its video (tracking) models
+    except ImportError:   # no mmdet: no video model either
+        return False
+    return isinstance(model, BaseMOTModel)
+
+
+def check_release_task(model, meta) -> None:
+    """An image release given to a video model, or a video release (VidEoMT's) to a model whose decoder carries
+    nothing from frame to frame, is refused: the tensors fit either way (VidEoMT is EoMT plus its query
+    updater), so mmengine would load it and run the other task's rule without a word (a random query updater,
+    or none)."""
+    info = meta.get('release') if isinstance(meta, dict) else None
+    if not isinstance(info, dict):
+        return
+    from mmseg.registry import MODELS
+    name = info.get('decoder', 'EoMT')
+    article = 'an' if name[0] in 'AEIOU' else 'a'
+    what = f'the checkpoint is {article} {name} release ({info.get("task") or "a task of no known kind"})'
+    if getattr(MODELS.get(f'{name}Decoder'), 'carries_state', False):   # the release's decoder says
+        decoder = getattr(model, 'decoder', None)
+        if not getattr(decoder, 'carries_state', False):
+            raise CheckpointFitError(f'{what} for video, and {type(model).__name__}\'s decoder '
+                                     f'({type(decoder).__name__}) carries nothing from one frame to the next: give '
+                                     f'it a video config (VideoMaskClassifier, docs/video.md)')
+    elif _is_video_model(model):
+        raise CheckpointFitError(f'{what} for images, and {type(model).__name__} is a video model: give it an '
+                                 f'image config, or a video release')
+
+
 def _wrap_load_state_dict(load_state_dict):
     def load_state_dict_of_fitting_shapes(module, state_dict, strict=False, logger=None):
         model = _unwrapped(module)
@@ -141,6 +172,7 @@ def _wrap_load_state_dict(load_state_dict):
 
 def _wrap_load_checkpoint_to_model(load_checkpoint_to_model):
     def load_checkpoint_to_fitting_model(model, checkpoint, *args, **kwargs):
+        check_release_task(_unwrapped(model), checkpoint.get('meta') if isinstance(checkpoint, dict) else None)
         try:
             return load_checkpoint_to_model(model, checkpoint, *args, **kwargs)
         except CheckpointShapeError as e:

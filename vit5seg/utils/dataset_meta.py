@@ -30,7 +30,17 @@ def config_dataset_meta(cfg) -> Optional[dict]:
     cls = importlib.import_module(f'{scope}.registry').DATASETS.get(dataset.get('type', ''))
     if cls is None:
         return None
-    meta = {**copy.deepcopy(dict(getattr(cls, 'METAINFO', {}))), **dict(dataset.get('metainfo') or {})}
+    meta = copy.deepcopy(dict(getattr(cls, 'METAINFO', {})))
+    if 'dataset_version' in dataset and hasattr(cls, 'set_dataset_classes'):
+        # mmdet's YouTube-VIS: the year's classes, which its constructor sets on the class; put back after
+        before = cls.__dict__.get('METAINFO')
+        cls.set_dataset_classes(dataset['dataset_version'])
+        meta = copy.deepcopy(dict(cls.METAINFO))
+        if before is None:
+            del cls.METAINFO
+        else:
+            cls.METAINFO = before
+    meta.update(dict(dataset.get('metainfo') or {}))
     return {key: _plain(meta[key]) for key in META_KEYS if key in meta} or None
 
 

@@ -12,6 +12,14 @@ logit > 0). A pair is one identity (``instances_id``: its rank by score, as mmde
 numbers them; ``query_ids``: the query that made it), and its score is its class probability on
 every frame, which mmdet's ``YouTubeVISMetric`` reads.
 
+Frame by frame (mmdet's ``inference_mot``, or a ``TrackImgSampler``: one frame a call, its
+``frame_id`` counting from 0 and its ``ori_video_length`` more than 1) the model streams: it keeps
+only the carried state and the running sum of the class logits, so memory does not grow with the
+video. Each frame's prediction is the same rule on the frames seen so far (their mean class logits,
+this frame's masks), and an identity is a (query, class) pair (``instances_id`` = query x classes +
+class), so it keeps its id on every frame where it is kept; on a video's last frame the kept pairs
+are the whole clip's.
+
 Training a video model (VidEoMT's clip-consistent matching and re-identification loss,
 ``videomt/criterion_videomt.py``) is not here yet: ``loss`` says so.
 """
@@ -79,6 +87,7 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
             raise ValueError(f'{type(self.decoder).__name__} carries nothing from one frame to the next: a video '
                              f'model takes a decoder that does (VidEoMTDecoder)')
         self.num_classes = self.decode_head.num_classes
+        self._stream = None   # a video streamed one frame a call: what carries to its next frame
         self.test_cfg = {'max_per_video': 10, **(test_cfg or {})}
         top = self.test_cfg['max_per_video']
         if not isinstance(top, int) or isinstance(top, bool) or top < 1:
@@ -90,17 +99,48 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
                                   f'matching and re-identification loss, tue-mps/videomt '
                                   f'videomt/criterion_videomt.py) is not in this release')
 
+    def frame_logits(self, frame: torch.Tensor, state=None):
+        """One frame (C, H, W) handed the previous frame's ``state`` -> (its class logits (Q, K + 1), its mask
+        logits at the decoder's resolution (Q, h, w), the input size they cover, the state to hand on)."""
+        feats = self.extract_feat(frame[None], state=state)
+        class_logits, mask_logits = self.decode_head(feats)
+        return class_logits[0], mask_logits[0], feats.padded_size, feats.state
+
     def clip_logits(self, clip: torch.Tensor):
         """The frames of ``clip`` (T, C, H, W) one after another, each handed the one before's state
         -> (the mean class logits (Q, K + 1), each frame's mask logits at the decoder's resolution
         (Q, h, w), the input size they cover)."""
         state, total, masks = None, 0, []
         for frame in clip:
-            feats = self.extract_feat(frame[None], state=state)
-            class_logits, mask_logits = self.decode_head(feats)
-            state, total = feats.state, total + class_logits[0]
-            masks.append(mask_logits[0])
-        return total / len(clip), masks, feats.padded_size
+            class_logits, mask_logits, padded_size, state = self.frame_logits(frame, state)
+            total = total + class_logits
+            masks.append(mask_logits)
+        return total / len(clip), masks, padded_size
+
+    def stream_frame(self, frame: torch.Tensor, metainfo: dict, rescale: bool = True) -> InstanceData:
+        """The next frame of a video streamed one frame a call (module docstring): ``metainfo``'s ``frame_id``
+        0 starts a video, any other must follow the frame before."""
+        frame_id = metainfo.get('frame_id')
+        stream = self._stream
+        if frame_id != 0 and (stream is None or stream['next'] != frame_id):
+            expected = 0 if stream is None else stream['next']
+            raise ValueError(f'{type(self).__name__} streams a video one frame a call, in order from frame_id 0: '
+                             f'got frame_id {frame_id!r} where frame {expected} comes next')
+        state, total = (None, 0) if frame_id == 0 else (stream['state'], stream['total'])
+        class_logits, mask_logits, padded_size, state = self.frame_logits(frame, state)
+        total = total + class_logits
+        self._stream = dict(state=state, total=total, next=frame_id + 1)   # all it keeps: memory stays flat
+        instances, = video_instances(total / (frame_id + 1), [mask_logits], padded_size, [metainfo],
+                                     self.test_cfg['max_per_video'], rescale)
+        instances.instances_id = instances.query_ids * self.num_classes + instances.labels
+        return instances
+
+    def stream_scores(self) -> torch.Tensor:
+        """(Q, K): each (query, class) pair's probability over the frames streamed so far (their mean class
+        logits, softmax without the no-object column); the score :meth:`stream_frame` gives its kept pairs."""
+        if self._stream is None:
+            raise ValueError(f'{type(self).__name__} has streamed no frame yet')
+        return F.softmax(self._stream['total'] / self._stream['next'], dim=-1)[:, :-1]
 
     def predict(self, inputs: torch.Tensor, data_samples, rescale: bool = True) -> List[TrackDataSample]:
         if inputs.dim() != 5 or len(data_samples) != 1:
@@ -108,10 +148,13 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
                              f'TrackDataSample (a batch size of 1, as mmdet\'s video test loops); got '
                              f'{tuple(inputs.shape)} and {len(data_samples)} samples')
         video = data_samples[0]
-        class_logits, masks, padded_size = self.clip_logits(inputs[0])
         frames = [video[t] for t in range(len(video))]
-        predicted = video_instances(class_logits, masks, padded_size, [f.metainfo for f in frames],
-                                    self.test_cfg['max_per_video'], rescale)
+        if len(frames) == 1 and frames[0].metainfo.get('ori_video_length', 1) > 1:   # one frame a call
+            predicted = [self.stream_frame(inputs[0, 0], frames[0].metainfo, rescale)]
+        else:
+            class_logits, masks, padded_size = self.clip_logits(inputs[0])
+            predicted = video_instances(class_logits, masks, padded_size, [f.metainfo for f in frames],
+                                        self.test_cfg['max_per_video'], rescale)
         for sample, instances in zip(frames, predicted):
             sample.pred_track_instances = instances
         result = TrackDataSample()
