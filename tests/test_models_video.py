@@ -352,9 +352,11 @@ def test_an_image_release_for_a_video_model_and_a_video_release_for_an_image_dec
     assert not (tmp_path / 'out').exists()
     image = videomt_config()
     image.model.decoder = dict(type='EoMTDecoder')
-    with pytest.raises(CheckpointFitError, match=r"a VidEoMT release \(video instance\) for video, and "
-                                                 r"EoMT's decoder \(EoMTDecoder\) carries nothing"):
+    with pytest.raises(CheckpointFitError, match=r"a VidEoMT release \(video instance\) for video, and EoMT "
+                                                 r"decodes with EoMTDecoder, which carries nothing"):
         init_model(image, str(converted[1]), device='cpu')
+    with pytest.raises(CheckpointFitError, match='for video, and EncoderDecoder has no query decoder'):
+        init_model(str(REPO / 'configs' / 'tiny' / 'vit5_upernet_synthetic.py'), str(converted[1]), device='cpu')
     init_model(videomt_config(), str(converted[1]), device='cpu')   # VidEoMT's decoder on images: it fits
 
 

@@ -26,7 +26,7 @@ def identity_colours(count: int) -> np.ndarray:
     return np.asarray(get_palette('random', count), np.uint8)
 
 
-class VideoWriter:
+class VideoResultWriter:
     """One video at a time: :meth:`add` draws and writes a frame's identities, :meth:`end` keeps the video's
     entries for ``results.json``; :meth:`close` writes the JSON files."""
 
@@ -85,7 +85,7 @@ def run_video_inference(model, sources: List, out_dir, opacity: float, summary, 
     skipped with its reason in ``summary``."""
     from mmdet.apis import inference_mot
     from mmengine.registry import DefaultScope
-    writer = VideoWriter(out_dir, model.dataset_meta, opacity)
+    writer = VideoResultWriter(out_dir, model.dataset_meta, opacity)
     for src in sources:
         if not src.is_video:
             summary.skipped.append((str(src.path), 'a video model takes videos, not images'))

@@ -148,9 +148,10 @@ def check_release_task(model, meta) -> None:
     if getattr(MODELS.get(f'{name}Decoder'), 'carries_state', False):   # the release's decoder says
         decoder = getattr(model, 'decoder', None)
         if not getattr(decoder, 'carries_state', False):
-            raise CheckpointFitError(f'{what} for video, and {type(model).__name__}\'s decoder '
-                                     f'({type(decoder).__name__}) carries nothing from one frame to the next: give '
-                                     f'it a video config (VideoMaskClassifier, docs/video.md)')
+            has = ('has no query decoder' if decoder is None else
+                   f'decodes with {type(decoder).__name__}, which carries nothing from one frame to the next')
+            raise CheckpointFitError(f'{what} for video, and {type(model).__name__} {has}: give it a video config '
+                                     f'(VideoMaskClassifier, docs/video.md)')
     elif _is_video_model(model):
         raise CheckpointFitError(f'{what} for images, and {type(model).__name__} is a video model: give it an '
                                  f'image config, or a video release')

@@ -12,8 +12,8 @@ logit > 0). A pair is one identity (``instances_id``: its rank by score, as mmde
 numbers them; ``query_ids``: the query that made it), and its score is its class probability on
 every frame, which mmdet's ``YouTubeVISMetric`` reads.
 
-Frame by frame (mmdet's ``inference_mot``, or a ``TrackImgSampler``: one frame a call, its
-``frame_id`` counting from 0 and its ``ori_video_length`` more than 1) the model streams: it keeps
+Frame by frame (mmdet's ``inference_mot``: one frame a call, its ``frame_id`` counting from 0 and
+its ``ori_video_length`` more than 1) the model streams: it keeps
 only the carried state and the running sum of the class logits, so memory does not grow with the
 video. Each frame's prediction is the same rule on the frames seen so far (their mean class logits,
 this frame's masks), and an identity is a (query, class) pair (``instances_id`` = query x classes +
