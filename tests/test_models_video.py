@@ -199,7 +199,6 @@ def test_tools_test_scores_a_video_config_with_mmdets_youtube_vis_metric(convert
 def mmdet_inputs(model, frames) -> torch.Tensor:
     """(T, 3, H, W): the inputs mmdet's ``inference_mot`` makes of BGR frames (the config's test pipeline, the
     model's preprocessor), for transformers' model."""
-    import numpy as np
     from mmdet.apis.inference import build_test_pipeline
     from mmengine.dataset import default_collate
     pipeline = build_test_pipeline(model.cfg)
@@ -214,7 +213,6 @@ def test_inference_mot_streams_a_video_frame_by_frame_with_videomts_rule_on_the_
     prediction on the frames seen so far (``reference_clip``, on transformers' logits of the frames mmdet's
     pipeline and preprocessor make), a pair keeps one id, the last frame's pairs are the clip's, and what the
     model keeps between calls does not grow."""
-    import numpy as np
     from mmdet.apis import inference_mot
     from mmengine.registry import DefaultScope
     model, checkpoint = converted
@@ -268,7 +266,6 @@ def test_infer_streams_an_mp4_into_an_overlay_video_and_youtube_vis_results(conv
     """tools/infer.py CONFIG CKPT clip.mp4: the overlay video (as many frames, the same size) and YouTube-VIS's
     results json, whose masks and clip scores are VidEoMT's rule on the decoded frames (``reference_clip`` on
     transformers' logits); an image beside it is skipped with its reason; flags for images are refused."""
-    import numpy as np
     from mmengine.registry import DefaultScope
     from pycocotools import mask as mask_utils
     model, checkpoint = converted
