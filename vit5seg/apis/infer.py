@@ -227,13 +227,19 @@ def run_all_tasks_inference(model, inputs: List[str], out_dir, opacity: float = 
     return summary
 
 
+def _photo_flags_given(args) -> List[str]:
+    """The flags given that only a single-image model's inference takes (sliding windows, the resize, batches,
+    autocast, the overlay's layout)."""
+    return [flag for flag, value in (('--mode slide', args.mode == 'slide'), ('--crop', args.crop),
+                                     ('--stride', args.stride), ('--scale', args.scale), ('--amp', args.amp),
+                                     ('--batch-size', args.batch_size != 1), ('--side-by-side', args.side_by_side),
+                                     ('--legend', args.legend)) if value]
+
+
 def _all_tasks_main(args, parser):
     """tools/infer.py with an all-tasks config: CHECKPOINT is the folder of its tasks' checkpoints."""
     from .all_tasks import init_all_tasks
-    given = [flag for flag, value in (('--sha256', args.sha256), ('--mode slide', args.mode == 'slide'),
-                                      ('--crop', args.crop), ('--stride', args.stride), ('--scale', args.scale),
-                                      ('--amp', args.amp), ('--batch-size', args.batch_size != 1),
-                                      ('--side-by-side', args.side_by_side), ('--legend', args.legend)) if value]
+    given = ['--sha256'] * bool(args.sha256) + _photo_flags_given(args)
     if given:
         parser.error(f'{args.config} is an all-tasks config (one encoder pass, every head on the input task\'s '
                      f'input): {", ".join(given)} cannot apply to it')
@@ -249,10 +255,7 @@ def _video_main(args, parser):
     """tools/infer.py with a video config: each video streamed through the model (apis/infer_video.py)."""
     from .inference import init_model
     from .infer_video import run_video_inference
-    given = [flag for flag, value in (('--mode slide', args.mode == 'slide'), ('--crop', args.crop),
-                                      ('--stride', args.stride), ('--scale', args.scale), ('--amp', args.amp),
-                                      ('--batch-size', args.batch_size != 1), ('--side-by-side', args.side_by_side),
-                                      ('--legend', args.legend)) if value]
+    given = _photo_flags_given(args)
     if given:
         parser.error(f'{args.config} is a video config (one frame a call, its own input size): '
                      f'{", ".join(given)} cannot apply to it')

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 from mmdet.evaluation.functional import INSTANCE_OFFSET  # panoptic ids: class + instance x it
 
-from ..utils.image import mask_box, panoptic_rgb
+from ..utils.image import mask_box, mask_rle, panoptic_rgb
 
 
 def categories(meta: dict) -> List[dict]:
@@ -74,7 +74,6 @@ class DetectionWriter:
         self.panoptic.append(dict(file_name=f'{name}.png', image_name=name, segments_info=segments))
 
     def _instances(self, name: str, view: np.ndarray, found) -> None:
-        from pycocotools import mask as mask_utils
         classes, palette = self.meta['classes'], self.meta.get('palette') or [(220, 20, 60)]
         order = found.scores.argsort(descending=True).tolist()
         for k, i in enumerate(order):
@@ -82,8 +81,7 @@ class DetectionWriter:
             if not mask.any():
                 continue
             label, score = int(found.labels[i]), float(found.scores[i])
-            rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
-            rle['counts'] = rle['counts'].decode()
+            rle = mask_rle(mask)
             x1, y1, x2, y2 = (float(v) for v in found.bboxes[i])
             self.instances.append(dict(image_name=name, category_id=label + 1, score=score, segmentation=rle,
                                        bbox=[x1, y1, x2 - x1, y2 - y1]))

@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
+from ..utils.image import mask_rle
 from .infer_det import _draw
 
 
@@ -30,29 +31,27 @@ class VideoResultWriter:
     """One video at a time: :meth:`add` draws and writes a frame's identities, :meth:`end` keeps the video's
     entries for ``results.json``; :meth:`close` writes the JSON files."""
 
-    def __init__(self, out_dir, meta: dict, opacity: float = 0.5):
+    def __init__(self, out_dir, meta: dict, num_identities: int, opacity: float = 0.5):
         self.out_dir, self.meta, self.opacity = Path(out_dir), meta, opacity
+        self.colours = identity_colours(num_identities)
         (self.out_dir / 'videos').mkdir(parents=True, exist_ok=True)
         self.results, self.videos = [], []
 
-    def start(self, name: str, fps: float, size, num_identities: int) -> None:
+    def start(self, name: str, fps: float, size) -> None:
         h, w = size
         self.name, self.size, self.frames, self.tracks = name, (h, w), 0, {}
-        self.colours = identity_colours(num_identities)
         self.path = path = self.out_dir / 'videos' / f'{name}.mp4'
         self.video = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*'mp4v'), fps, (w, h))
         if not self.video.isOpened():
             raise OSError(f'{path}: OpenCV cannot write an mp4 video here (no mp4v encoder)')
 
     def add(self, img: np.ndarray, instances) -> None:
-        from pycocotools import mask as mask_utils
         view = img.copy()
         classes = self.meta['classes']
         for i in instances.scores.argsort().tolist():   # the most likely drawn last, on top
             identity, mask = int(instances.instances_id[i]), instances.masks[i].cpu().numpy().astype(bool)
             track = self.tracks.setdefault(identity, dict(label=int(instances.labels[i]), masks={}))
-            rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
-            track['masks'][self.frames] = dict(size=rle['size'], counts=rle['counts'].decode())
+            track['masks'][self.frames] = mask_rle(mask)
             if mask.any():
                 colour = tuple(int(c) for c in self.colours[identity])
                 _draw(view, mask, colour, f'{identity} {classes[track["label"]]}', self.opacity)
@@ -85,7 +84,8 @@ def run_video_inference(model, sources: List, out_dir, opacity: float, summary, 
     skipped with its reason in ``summary``."""
     from mmdet.apis import inference_mot
     from mmengine.registry import DefaultScope
-    writer = VideoResultWriter(out_dir, model.dataset_meta, opacity)
+    writer = VideoResultWriter(out_dir, model.dataset_meta, model.decode_head.num_queries * model.num_classes,
+                               opacity)
     for src in sources:
         if not src.is_video:
             summary.skipped.append((str(src.path), 'a video model takes videos, not images'))
@@ -97,8 +97,7 @@ def run_video_inference(model, sources: List, out_dir, opacity: float, summary, 
             cap.release()
             summary.skipped.append((str(src.path), 'unreadable video'))
             continue
-        writer.start(src.path.stem, cap.get(cv2.CAP_PROP_FPS) or 25.0, frame.shape[:2],
-                     model.decode_head.num_queries * model.num_classes)
+        writer.start(src.path.stem, cap.get(cv2.CAP_PROP_FPS) or 25.0, frame.shape[:2])
         bar = tqdm(total=count, unit='frame', disable=not progress, dynamic_ncols=True, desc=src.path.name)
         t = 0
         try:

@@ -17,6 +17,15 @@ from vit5seg.utils.dataset_meta import config_dataset_meta
 __all__ = ['init_model', 'inference_model', 'is_detection_config']
 
 
+def _with_config_classes(model, cfg: Config):
+    """``model`` with the config's dataset's class names where its checkpoint gave none of its count (a
+    training's, or converted before they were written): mmdet's init_detector then assumes COCO's 80, its
+    init_track_model None; the config's dataset knows them."""
+    if len((getattr(model, 'dataset_meta', None) or {}).get('classes') or ()) != model.num_classes:
+        model.dataset_meta = config_dataset_meta(cfg)
+    return model
+
+
 def _init_detector(cfg: Config, checkpoint: Optional[str], cfg_options: Optional[dict]):
     """mmdet's ``init_detector``, its test pipeline without annotation loading (DetInferencer's rule)."""
     from mmdet.apis import init_detector
@@ -25,12 +34,7 @@ def _init_detector(cfg: Config, checkpoint: Optional[str], cfg_options: Optional
         cfg.merge_from_dict(cfg_options)
     pipeline = cfg.test_dataloader.dataset.pipeline
     pipeline[:] = photo_pipeline(pipeline)
-    model = init_detector(cfg, checkpoint, device='cpu')
-    if len(model.dataset_meta.get('classes', ())) != model.num_classes:
-        # a checkpoint without class names (a training's, or converted before they were written): mmdet then
-        # assumes COCO's 80; the config's dataset knows them
-        model.dataset_meta = config_dataset_meta(cfg)
-    return model
+    return _with_config_classes(init_detector(cfg, checkpoint, device='cpu'), cfg)
 
 
 def _init_track_model(cfg: Config, checkpoint: Optional[str], cfg_options: Optional[dict]):
@@ -38,10 +42,7 @@ def _init_track_model(cfg: Config, checkpoint: Optional[str], cfg_options: Optio
     from mmdet.apis import init_track_model
     from mmengine.registry import DefaultScope
     with DefaultScope.overwrite_default_scope('mmdet'):
-        model = init_track_model(cfg, checkpoint, device='cpu', cfg_options=cfg_options)
-    if len((getattr(model, 'dataset_meta', None) or {}).get('classes') or ()) != model.num_classes:
-        model.dataset_meta = config_dataset_meta(cfg)   # a checkpoint without class names: the config's dataset's
-    return model
+        return _with_config_classes(init_track_model(cfg, checkpoint, device='cpu', cfg_options=cfg_options), cfg)
 
 
 def init_model(config, checkpoint: Optional[str] = None, device: Optional[str] = None,

@@ -19,7 +19,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..utils.image import panoptic_rgb
+from ..utils.image import mask_box, mask_rle, panoptic_rgb
 from .synthetic import SHAPES, _paint, write_image
 
 STUFF = ('sky-other-merged', 'grass-merged', 'wall-other-merged', 'road')
@@ -83,7 +83,6 @@ def _scene(h: int, w: int, rng, crowd: bool):
 
 def make_synthetic_coco_panoptic(root: Path, counts: dict, size: int, rng) -> None:
     """Write the scenes of :func:`_scene` in COCO's panoptic and instance layouts under ``root``."""
-    from pycocotools import mask as mask_utils
     categories = _categories()
     by_name = {c['name']: c['id'] for c in categories}
     h, w = size, int(round(size * 4 / 3))
@@ -104,15 +103,12 @@ def make_synthetic_coco_panoptic(root: Path, counts: dict, size: int, rng) -> No
                     continue
                 segment_id = 1 + s * 37   # arbitrary, unique in the image
                 ids[mask] = segment_id
-                ys, xs = np.nonzero(mask)
-                bbox = [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)]
+                bbox = mask_box(mask)
                 infos.append(dict(id=segment_id, category_id=by_name[name], iscrowd=crowd, bbox=bbox,
                                   area=int(mask.sum())))
                 if name in THINGS:
-                    rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
-                    rle['counts'] = rle['counts'].decode()
                     instances.append(dict(id=len(instances) + 1, image_id=image_id, category_id=by_name[name],
-                                          segmentation=rle, area=int(mask.sum()), bbox=bbox, iscrowd=crowd))
+                                          segmentation=mask_rle(mask), area=int(mask.sum()), bbox=bbox, iscrowd=crowd))
             write_image(ann_dir / f'panoptic_{split}2017' / f'{stem}.png', panoptic_rgb(ids)[..., ::-1])
             panoptic.append(dict(image_id=image_id, file_name=f'{stem}.png', segments_info=infos))
         (ann_dir / f'panoptic_{split}2017.json').write_text(json.dumps(

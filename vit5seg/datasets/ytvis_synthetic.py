@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..utils.image import mask_box, mask_rle
 from .coco_synthetic import _shape
 from .synthetic import SHAPES, _paint, write_image
 
@@ -60,14 +61,9 @@ def _clip(frames: int, h: int, w: int, rng):
 
 
 def _box_area(mask: np.ndarray):
-    from pycocotools import mask as mask_utils
     if not mask.any():
         return None, None, None
-    ys, xs = np.nonzero(mask)
-    rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
-    rle['counts'] = rle['counts'].decode()
-    box = [int(xs.min()), int(ys.min()), int(xs.max() - xs.min() + 1), int(ys.max() - ys.min() + 1)]
-    return rle, box, int(mask.sum())
+    return mask_rle(mask), mask_box(mask), int(mask.sum())
 
 
 def make_synthetic_ytvis(root: Path, counts: dict, size: int, rng, frames: int = 5) -> None:

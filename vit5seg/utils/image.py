@@ -57,6 +57,13 @@ def panoptic_rgb(ids: np.ndarray) -> np.ndarray:
     return np.stack([ids % 256, ids // 256 % 256, ids // 65536], axis=-1).astype(np.uint8)
 
 
+def mask_rle(mask: np.ndarray) -> dict:
+    """COCO's RLE of an (H, W) mask, its counts as text (what a JSON file holds)."""
+    from pycocotools import mask as mask_utils
+    rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
+    return dict(size=rle['size'], counts=rle['counts'].decode())
+
+
 def mask_box(mask: np.ndarray) -> List[int]:
     """COCO's box [x, y, width, height] of a non-empty (H, W) mask."""
     ys, xs = np.nonzero(mask)

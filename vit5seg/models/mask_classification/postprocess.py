@@ -38,12 +38,17 @@ def panoptic_rule(class_logits: torch.Tensor, mask_logits: torch.Tensor, num_thi
             torch.where(made, scores, torch.full_like(scores, -1.0)))
 
 
+def pair_probabilities(class_logits: torch.Tensor) -> torch.Tensor:
+    """(Q, K + 1) class logits -> (Q, K): each (query, class) pair's softmax probability, no-object left out."""
+    return class_logits.softmax(-1)[:, :-1]
+
+
 def top_query_classes(class_logits: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The ``k`` best (query, class) pairs of (Q, K + 1) class logits by softmax probability, no-object
     left out (mmdet's ``instance_postprocess``, VidEoMT's ``inference_video_vis``) -> their
     probabilities, queries and classes, best first."""
     K = class_logits.shape[1] - 1
-    top, index = class_logits.softmax(-1)[:, :-1].flatten().topk(k)
+    top, index = pair_probabilities(class_logits).flatten().topk(k)
     return top, torch.div(index, K, rounding_mode='floor'), index % K
 
 
@@ -59,4 +64,4 @@ def instance_rule(class_logits: torch.Tensor, mask_logits: torch.Tensor, max_per
     return binary, labels, top * inside
 
 
-__all__ = ['instance_rule', 'panoptic_rule', 'top_query_classes']
+__all__ = ['instance_rule', 'pair_probabilities', 'panoptic_rule', 'top_query_classes']

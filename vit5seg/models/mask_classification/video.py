@@ -36,7 +36,7 @@ from mmengine.structures import InstanceData
 from mmseg.registry import MODELS as SEG_MODELS
 
 from .core import MaskClassificationCore
-from .postprocess import top_query_classes
+from .postprocess import pair_probabilities, top_query_classes
 
 
 def video_instances(class_logits: torch.Tensor, mask_logits: Sequence[torch.Tensor], padded_size,
@@ -140,7 +140,7 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
         logits, softmax without the no-object column); the score :meth:`stream_frame` gives its kept pairs."""
         if self._stream is None:
             raise ValueError(f'{type(self).__name__} has streamed no frame yet')
-        return F.softmax(self._stream['total'] / self._stream['next'], dim=-1)[:, :-1]
+        return pair_probabilities(self._stream['total'] / self._stream['next'])
 
     def predict(self, inputs: torch.Tensor, data_samples, rescale: bool = True) -> List[TrackDataSample]:
         if inputs.dim() != 5 or len(data_samples) != 1:
