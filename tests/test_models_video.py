@@ -21,6 +21,7 @@ transformers = pytest.importorskip('transformers')
 
 TOP = 10                                   # VidEoMT's TEST.MAX_NUM on YouTube-VIS (configs/ytvis19/Base_R50.yaml)
 IMG_SHAPE, ORI_SHAPE = (72, 96), (150, 200)   # a frame resized into the padded input, and its size on disk
+THINGS = 12                                # the panoptic task's things: classes 0-11
 
 
 def video_config() -> Config:
@@ -100,6 +101,144 @@ def test_a_clip_is_predicted_as_videomt_predicts_it_with_one_identity_per_pair(c
             assert abs(float(instances.scores[j]) - score) < 1e-5, (t, pair)   # the issue asks 5e-3 of VidEoMT's code
             assert (instances.masks[j] == masks[t]).float().mean() >= 0.999, (t, pair)
     assert any(frames[0].masks[j].any() for j in range(TOP)), 'every mask is empty: the check would be void'
+
+
+def _frame_probabilities(mask_logits):
+    """(T, Q, h, w) mask logits -> (Q, T, H, W) probabilities as VidEoMT's vps and vss rules make them: bilinear to
+    the padded input, the padding cut off, the sigmoid, bilinear to the original size."""
+    masks = F.interpolate(mask_logits.transpose(0, 1), size=(SIDE, SIDE), mode='bilinear', align_corners=False)
+    masks = masks[:, :, :IMG_SHAPE[0], :IMG_SHAPE[1]].sigmoid()
+    return F.interpolate(masks, size=ORI_SHAPE, mode='bilinear', align_corners=False)
+
+
+def reference_semantic(class_logits, mask_logits):
+    """VidEoMT's inference_video_vss, written from its definition: (T, H, W) labels."""
+    probabilities = F.softmax(class_logits.mean(0), dim=-1)[:, :-1]
+    return torch.einsum('qc,qthw->cthw', probabilities, _frame_probabilities(mask_logits)).max(0)[1]
+
+
+def reference_panoptic(class_logits, mask_logits, things, object_mask_thr, overlap_thr):
+    """VidEoMT's inference_video_vps, written from its definition: (T, H, W) segment ids (0 void) and
+    {id: class}."""
+    scores, labels = F.softmax(class_logits.mean(0), dim=-1).max(-1)
+    keep = (labels != CLASSES) & (scores > object_mask_thr)
+    masks = _frame_probabilities(mask_logits)[keep]
+    winner = (scores[keep].view(-1, 1, 1, 1) * masks).argmax(0)
+    panoptic, classes, stuff_ids = torch.zeros(winner.shape, dtype=torch.long), {}, {}
+    for k, label in enumerate(labels[keep].tolist()):
+        area, original = (winner == k).sum().item(), (masks[k] >= 0.5).sum().item()
+        mask = (winner == k) & (masks[k] >= 0.5)
+        if not (area > 0 and original > 0 and mask.any()) or area / original < overlap_thr:
+            continue
+        if label >= things and label in stuff_ids:      # stuff of one class is one segment
+            panoptic[mask] = stuff_ids[label]
+            continue
+        segment = len(classes) + 1
+        if label >= things:
+            stuff_ids[label] = segment
+        panoptic[mask] = segment
+        classes[segment] = label
+    return panoptic, classes
+
+
+def _video_task_config(**test_cfg):
+    cfg = video_config()
+    cfg.model.test_cfg.update(test_cfg)
+    if test_cfg.get('task') == 'panoptic':
+        cfg.model.num_things_classes = THINGS
+    return cfg
+
+
+def _clip_and_logits(model):
+    clip = torch.randn(1, FRAMES, 3, SIDE, SIDE, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        theirs = model(pixel_values_videos=clip)
+    return clip, theirs.class_queries_logits, theirs.masks_queries_logits
+
+
+def _scored_by(metric, result, gt_field, pred_field, **kwargs):
+    """``metric`` (vit5seg.evaluation) on ``result`` with its own predictions as the ground truth."""
+    from mmengine.evaluator import Evaluator
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        evaluator = Evaluator(dict(type=metric, **kwargs))
+    names = [f'class{i}' for i in range(CLASSES)]
+    evaluator.dataset_meta = dict(classes=names, thing_classes=names[:THINGS], stuff_classes=names[THINGS:])
+    for sample in result.video_data_samples:
+        sample.set_metainfo(dict(video_id=0, ori_video_length=FRAMES))
+        setattr(sample, gt_field, getattr(sample, pred_field).clone())
+    evaluator.process([result], {})
+    return evaluator.evaluate(1)
+
+
+def test_the_semantic_task_predicts_a_clip_as_videomts_vss_rule_and_streams_it(converted):
+    model, checkpoint = converted
+    ours = track_model(_video_task_config(task='semantic'), checkpoint)
+    clip, class_logits, mask_logits = _clip_and_logits(model)
+    with torch.no_grad():
+        (result,) = ours.predict(clip, clip_samples(FRAMES))
+    expected = reference_semantic(class_logits, mask_logits)
+    labels = torch.stack([s.pred_sem_seg.sem_seg[0] for s in result.video_data_samples])
+    assert labels.shape == (FRAMES, *ORI_SHAPE)
+    assert (labels == expected).float().mean() >= 0.999
+    assert len(expected.unique()) > 3, 'one class everywhere: the check would be void'
+    scores = _scored_by('VideoSemanticMetric', result, 'gt_sem_seg', 'pred_sem_seg', vc_lengths=(2,))
+    assert scores == {'vss/mIoU': 100.0, 'vss/VC2': 100.0}
+    # one frame a call: the last frame sees the whole clip's mean, so it is the clip's last frame
+    samples = clip_samples(FRAMES)
+    with torch.no_grad():
+        for t in range(FRAMES):
+            one = samples[0].video_data_samples[t]
+            one.set_metainfo(dict(ori_video_length=FRAMES))
+            from mmdet.structures import TrackDataSample
+            (streamed,) = ours.predict(clip[:, t:t + 1], [TrackDataSample(video_data_samples=[one])])
+    assert torch.equal(streamed.video_data_samples[0].pred_sem_seg.sem_seg[0], labels[-1])
+
+
+def test_the_panoptic_task_predicts_a_clip_as_videomts_vps_rule(converted):
+    from mmdet.evaluation.functional import INSTANCE_OFFSET
+    model, checkpoint = converted
+    # random weights score every class low and spread every mask: VIPSeg's 0.8 thresholds would keep no segment
+    cfg = _video_task_config(task='panoptic', object_mask_thr=0.02, overlap_thr=0.05)
+    ours = track_model(cfg, checkpoint)
+    clip, class_logits, mask_logits = _clip_and_logits(model)
+    with torch.no_grad():
+        (result,) = ours.predict(clip, clip_samples(FRAMES))
+    expected, classes = reference_panoptic(class_logits, mask_logits, THINGS, 0.02, 0.05)
+    ids = torch.stack([s.pred_panoptic_seg.sem_seg[0] for s in result.video_data_samples])
+    assert ids.shape == (FRAMES, *ORI_SHAPE)
+    # the same segments on every frame (the same pixels but where a mask probability is within float noise of
+    # 0.5, the same class), numbered as mmdet numbers them: each of VidEoMT's segments is mostly one of ours
+    pairs, counts = torch.unique(torch.stack([expected.flatten(), ids.flatten()]), dim=1, return_counts=True)
+    theirs_to_ours = {}
+    for (theirs, ours_id), count in sorted(zip(pairs.T.tolist(), counts.tolist()), key=lambda x: x[1]):
+        theirs_to_ours[theirs] = ours_id                              # the largest overlap last
+    assert len(set(theirs_to_ours.values())) == len(theirs_to_ours), pairs.T.tolist()
+    agree = sum(c for (t, o), c in zip(pairs.T.tolist(), counts.tolist()) if theirs_to_ours[t] == o)
+    assert agree / expected.numel() >= 0.999, (agree, expected.numel())
+    assert theirs_to_ours.pop(0, CLASSES) == CLASSES                  # void is void
+    for segment, ours_id in theirs_to_ours.items():
+        assert ours_id % INSTANCE_OFFSET == classes[segment]
+        assert (ours_id >= INSTANCE_OFFSET) == (classes[segment] < THINGS)   # a thing has an instance
+    kinds = {label < THINGS for label in classes.values()}
+    assert len(classes) >= 3 and kinds == {True, False}, classes
+    scores = _scored_by('VideoPanopticMetric', result, 'gt_panoptic_seg', 'pred_panoptic_seg')
+    assert scores['vps/VPQ1'] == scores['vps/VPQ4'] == scores['vps/STQ'] == 100.0
+    assert np.isnan(scores['vps/VPQ6'])                               # a 4-frame clip has no 6-frame window
+
+
+def test_a_video_task_is_one_of_three_and_panoptic_takes_whole_clips(converted):
+    with pytest.raises(ValueError, match=r"test_cfg.task='depth': a video model predicts one of \('instance'"):
+        track_model(_video_task_config(task='depth'))
+    cfg = _video_task_config(task='panoptic')
+    cfg.model.num_things_classes = None
+    with pytest.raises(ValueError, match='the panoptic task needs num_things_classes'):
+        track_model(cfg)
+    ours = track_model(_video_task_config(task='panoptic'), converted[1])
+    samples = clip_samples(1)
+    samples[0].video_data_samples[0].set_metainfo(dict(ori_video_length=FRAMES))
+    with pytest.raises(ValueError, match='areas over the whole clip'):
+        ours.predict(torch.zeros(1, 1, 3, SIDE, SIDE), samples)
 
 
 def test_a_decoder_that_carries_nothing_and_a_batch_of_clips_are_refused(converted):

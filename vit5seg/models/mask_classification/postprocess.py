@@ -16,9 +16,15 @@ def panoptic_rule(class_logits: torch.Tensor, mask_logits: torch.Tensor, num_thi
     """mmdet's ``panoptic_postprocess`` with ``filter_low_score=True`` on (Q, K + 1) class and
     (Q, H, W) mask logits -> panoptic ids (H, W), and per query its segment's id, class and
     score (-1 where it makes none)."""
+    return panoptic_fusion(class_logits, mask_logits.sigmoid(), num_things, object_mask_thr, iou_thr)
+
+
+def panoptic_fusion(class_logits: torch.Tensor, masks: torch.Tensor, num_things: int, object_mask_thr: float = 0.8,
+                    iou_thr: float = 0.8) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`panoptic_rule` on mask probabilities (Q, H, W) instead of logits (VidEoMT resizes them after
+    the sigmoid, :mod:`.video_rules`)."""
     Q, K = class_logits.shape[0], class_logits.shape[1] - 1
     scores, labels = class_logits.softmax(-1).max(-1)                       # (Q,)
-    masks = mask_logits.sigmoid()                                           # (Q, H, W)
     keep = (labels != K) & (scores > object_mask_thr)
     # a query that is not kept scores -1: below every kept one, so it wins no pixel
     weighted = torch.where(keep[:, None, None], scores[:, None, None] * masks, -1.0)
@@ -64,4 +70,4 @@ def instance_rule(class_logits: torch.Tensor, mask_logits: torch.Tensor, max_per
     return binary, labels, top * inside
 
 
-__all__ = ['instance_rule', 'pair_probabilities', 'panoptic_rule', 'top_query_classes']
+__all__ = ['instance_rule', 'pair_probabilities', 'panoptic_fusion', 'panoptic_rule', 'top_query_classes']

@@ -1,5 +1,8 @@
-"""Video instance segmentation by mask classification as an mmdet tracking model (the task's glue
-around the core, as :mod:`.detector` is for images): a clip in, identities kept across its frames.
+"""Video segmentation by mask classification as an mmdet tracking model (the task's glue around the
+core, as :mod:`.detector` is for images): a clip in, identities kept across its frames. ``test_cfg.task``
+picks VidEoMT's rule (:mod:`.video_rules`): instance (YouTube-VIS, OVIS; described below), semantic
+(VSPW: a label map a frame) or panoptic (VIPSeg: mmdet's panoptic ids a frame, a thing's the same on
+every frame); the metrics of the last two are :mod:`vit5seg.evaluation`'s.
 
 The network runs online, one frame at a time: the decoder the config names hands each frame's
 ``MaskFeatures.state`` to the next (VidEoMT's carried queries, :mod:`.videomt`), so a query
@@ -18,45 +21,25 @@ only the carried state and the running sum of the class logits, so memory does n
 video. Each frame's prediction is the same rule on the frames seen so far (their mean class logits,
 this frame's masks), and an identity is a (query, class) pair (``instances_id`` = query x classes +
 class), so it keeps its id on every frame where it is kept; on a video's last frame the kept pairs
-are the whole clip's.
+are the whole clip's. The semantic rule streams the same way; the panoptic one keeps a segment by its
+areas over the whole clip, so it takes whole clips only.
 
 Training a video model (VidEoMT's clip-consistent matching and re-identification loss,
 ``videomt/criterion_videomt.py``) is not here yet: ``loss`` says so.
 """
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import torch
-import torch.nn.functional as F
 from mmdet.models.mot import BaseMOTModel
 from mmdet.registry import MODELS as DET_MODELS
 from mmdet.structures import TrackDataSample
-from mmdet.structures.mask import mask2bbox
 from mmengine.registry import DefaultScope
-from mmengine.structures import InstanceData
+from mmengine.structures import InstanceData, PixelData
 from mmseg.registry import MODELS as SEG_MODELS
 
 from .core import MaskClassificationCore
-from .postprocess import pair_probabilities, top_query_classes
-
-
-def video_instances(class_logits: torch.Tensor, mask_logits: Sequence[torch.Tensor], padded_size,
-                    frame_metas: List[dict], max_per_video: int, rescale: bool = True) -> List[InstanceData]:
-    """VidEoMT's clip prediction (module docstring) from the clip's mean class logits (Q, K + 1) and each
-    frame's mask logits at the decoder's resolution (Q, h, w), which cover ``padded_size`` of the input
-    -> one ``InstanceData`` per frame. Only the kept queries' masks are resized."""
-    Q, K = class_logits.shape[0], class_logits.shape[1] - 1
-    scores, queries, labels = top_query_classes(class_logits, min(max_per_video, Q * K))
-    out = []
-    for masks, meta in zip(mask_logits, frame_metas):
-        masks = F.interpolate(masks[None, queries], size=tuple(padded_size), mode='bilinear', align_corners=False)
-        h, w = meta['img_shape'][:2]
-        masks = masks[..., :h, :w]   # the padding cut off
-        if rescale:
-            masks = F.interpolate(masks, size=tuple(meta['ori_shape'][:2]), mode='bilinear', align_corners=False)
-        binary = masks[0] > 0
-        out.append(InstanceData(masks=binary, bboxes=mask2bbox(binary), labels=labels, scores=scores,
-                                instances_id=torch.arange(len(queries)), query_ids=queries))
-    return out
+from .postprocess import pair_probabilities
+from .video_rules import video_instances, video_panoptic, video_semantic
 
 
 @DET_MODELS.register_module()
@@ -69,14 +52,22 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
         decode_head: a QueryHead of mmseg's registry; ``num_classes`` the dataset's.
         decoder: a registered ``MaskDecoder`` whose state carries from frame to frame
             (``dict(type='VidEoMTDecoder', embed_dims=C)``).
-        test_cfg: ``max_per_video``: the identities a clip keeps (VidEoMT's ``TEST.MAX_NUM``:
-            10 on YouTube-VIS, ``configs/ytvis19/Base_R50.yaml``).
+        test_cfg: ``task``: ``'instance'`` (``pred_track_instances``, YouTube-VIS and OVIS), ``'semantic'``
+            (``pred_sem_seg`` a frame, VSPW) or ``'panoptic'`` (``pred_panoptic_seg`` a frame, VIPSeg): VidEoMT's
+            ``MODEL.VideoMT.TEST.TASK`` vis / vss / vps. ``max_per_video``: the identities a clip keeps
+            (``TEST.MAX_NUM``: 10 on YouTube-VIS, ``configs/ytvis19/Base_R50.yaml``). ``object_mask_thr``,
+            ``overlap_thr``: the panoptic rule's (``OBJECT_MASK_THRESHOLD``, ``OVERLAP_THRESHOLD``: 0.8 and 0.8,
+            ``configs/VIPSeg/Base_R50_720p.yaml``).
+        num_things_classes: the panoptic task's things, which come first (mmdet's rule).
         data_preprocessor: mmdet's ``TrackDataPreprocessor`` (VidEoMT normalises, then pads with 0 to
             a multiple of its ``SIZE_DIVISIBILITY``: ``pad_size_divisor``).
     """
 
+    TASKS = ('instance', 'semantic', 'panoptic')
+
     def __init__(self, backbone: dict, decode_head: dict, decoder: dict, test_cfg: Optional[dict] = None,
-                 data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None):
+                 num_things_classes: Optional[int] = None, data_preprocessor: Optional[dict] = None,
+                 init_cfg: Optional[dict] = None):
         with DefaultScope.overwrite_default_scope('mmdet'):   # init_track_model sets no scope: its preprocessor
             super(BaseMOTModel, self).__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         with DefaultScope.overwrite_default_scope('mmseg'):   # the head's losses and assigner are mmseg's
@@ -88,11 +79,19 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
                              f'model takes a decoder that does (VidEoMTDecoder)')
         self.num_classes = self.decode_head.num_classes
         self._stream = None   # a video streamed one frame a call: what carries to its next frame
-        self.test_cfg = {'max_per_video': 10, **(test_cfg or {})}
-        top = self.test_cfg['max_per_video']
+        self.test_cfg = {'task': 'instance', 'max_per_video': 10, 'object_mask_thr': 0.8, 'overlap_thr': 0.8,
+                         **(test_cfg or {})}
+        task, top = self.test_cfg['task'], self.test_cfg['max_per_video']
+        if task not in self.TASKS:
+            raise ValueError(f'test_cfg.task={task!r}: a video model predicts one of {self.TASKS}')
         if not isinstance(top, int) or isinstance(top, bool) or top < 1:
             raise ValueError(f'test_cfg.max_per_video must be a positive int (the identities a clip keeps), '
                              f'got {top!r}')
+        if task == 'panoptic' and not (isinstance(num_things_classes, int) and
+                                       0 <= num_things_classes <= self.num_classes):
+            raise ValueError(f'the panoptic task needs num_things_classes (the things among the '
+                             f'{self.num_classes} classes, first), got {num_things_classes!r}')
+        self.num_things_classes = num_things_classes
 
     def loss(self, inputs: torch.Tensor, data_samples, **kwargs) -> dict:
         raise NotImplementedError(f'{type(self).__name__} predicts; training it (VidEoMT\'s clip-consistent '
@@ -117,9 +116,24 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
             masks.append(mask_logits)
         return total / len(clip), masks, padded_size
 
-    def stream_frame(self, frame: torch.Tensor, metainfo: dict, rescale: bool = True) -> InstanceData:
+    def clip_predictions(self, class_logits: torch.Tensor, masks, padded_size, metas: List[dict],
+                         rescale: bool = True) -> list:
+        """The task's rule (:mod:`.video_rules`) on a clip's mean class logits and its frames' mask logits -> one
+        ``InstanceData`` (instance) or (H, W) map (semantic labels, panoptic ids) a frame."""
+        cfg = self.test_cfg
+        if cfg['task'] == 'semantic':
+            return video_semantic(class_logits, masks, padded_size, metas, rescale)
+        if cfg['task'] == 'panoptic':
+            return video_panoptic(class_logits, masks, padded_size, metas, self.num_things_classes,
+                                  cfg['object_mask_thr'], cfg['overlap_thr'], rescale)
+        return video_instances(class_logits, masks, padded_size, metas, cfg['max_per_video'], rescale)
+
+    def stream_frame(self, frame: torch.Tensor, metainfo: dict, rescale: bool = True):
         """The next frame of a video streamed one frame a call (module docstring): ``metainfo``'s ``frame_id``
         0 starts a video, any other must follow the frame before."""
+        if self.test_cfg['task'] == 'panoptic':
+            raise ValueError(f'{type(self).__name__} keeps a panoptic segment by its areas over the whole clip '
+                             '(VidEoMT\'s inference_video_vps): it predicts whole clips, not one frame a call')
         frame_id = metainfo.get('frame_id')
         stream = self._stream
         if frame_id != 0 and (stream is None or stream['next'] != frame_id):
@@ -130,10 +144,10 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
         class_logits, mask_logits, padded_size, state = self.frame_logits(frame, state)
         total = total + class_logits
         self._stream = dict(state=state, total=total, next=frame_id + 1)   # all it keeps: memory stays flat
-        instances, = video_instances(total / (frame_id + 1), [mask_logits], padded_size, [metainfo],
-                                     self.test_cfg['max_per_video'], rescale)
-        instances.instances_id = instances.query_ids * self.num_classes + instances.labels
-        return instances
+        predicted, = self.clip_predictions(total / (frame_id + 1), [mask_logits], padded_size, [metainfo], rescale)
+        if isinstance(predicted, InstanceData):
+            predicted.instances_id = predicted.query_ids * self.num_classes + predicted.labels
+        return predicted
 
     def stream_scores(self) -> torch.Tensor:
         """(Q, K): each (query, class) pair's probability over the frames streamed so far (their mean class
@@ -153,10 +167,12 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
             predicted = [self.stream_frame(inputs[0, 0], frames[0].metainfo, rescale)]
         else:
             class_logits, masks, padded_size = self.clip_logits(inputs[0])
-            predicted = video_instances(class_logits, masks, padded_size, [f.metainfo for f in frames],
-                                        self.test_cfg['max_per_video'], rescale)
-        for sample, instances in zip(frames, predicted):
-            sample.pred_track_instances = instances
+            predicted = self.clip_predictions(class_logits, masks, padded_size, [f.metainfo for f in frames], rescale)
+        field = {'instance': 'pred_track_instances', 'semantic': 'pred_sem_seg',
+                 'panoptic': 'pred_panoptic_seg'}[self.test_cfg['task']]
+        for sample, prediction in zip(frames, predicted):
+            setattr(sample, field,
+                    prediction if field == 'pred_track_instances' else PixelData(sem_seg=prediction[None]))
         result = TrackDataSample()
         result.video_data_samples = frames
         return [result]
