@@ -336,6 +336,45 @@ def test_tools_test_scores_a_video_config_with_mmdets_youtube_vis_metric(convert
     assert all(len(r['segmentations']) == 5 and all(s is not None for s in r['segmentations']) for r in results)
 
 
+_VSPW_CONFIG = """
+_base_ = [{base!r}, 'mmdet::_base_/default_runtime.py']
+custom_imports = dict(imports=['vit5seg'], allow_failed_imports=False)
+model = {model!r}
+test_pipeline = [
+    dict(type='TransformBroadcaster', transforms=[
+        dict(type='LoadImageFromFile'), dict(type='Resize', scale=({side}, {side}), keep_ratio=True),
+        dict(type='LoadAnnotations', with_bbox=False, with_seg=True, reduce_zero_label=True)]),
+    dict(type='PackVideoSegInputs')]
+test_dataloader = dict(num_workers=0, persistent_workers=False,
+                       dataset=dict(data_root={root!r}, pipeline=test_pipeline))
+train_dataloader = val_dataloader = val_evaluator = None
+test_cfg = dict(type='TestLoop')
+default_hooks = dict(visualization=dict(type='TrackVisualizationHook', draw=False))
+visualizer = dict(type='TrackLocalVisualizer', vis_backends=[dict(type='LocalVisBackend')], name='visualizer')
+"""
+
+
+def test_tools_test_scores_a_vspw_config_with_its_miou_and_video_consistency(converted, tmp_path):
+    """tools/test.py on configs/_base_/datasets/vspw.py: VSPWDataset's whole clips, the semantic task, and
+    VideoSemanticMetric on the labels mmdet's LoadAnnotations reads (VSPW's 0 not scored)."""
+    from vit5seg.datasets import make_synthetic_data
+    root = make_synthetic_data('vspw', tmp_path, num_train=1, num_val=2, size=54)
+    cfg = _video_task_config(task='semantic')
+    cfg.model.decode_head.num_classes = 124        # VSPW's classes: a random model of that many (the release has 40)
+    torch.manual_seed(0)
+    torch.save({'state_dict': track_model(cfg).state_dict()}, tmp_path / 'vspw.pth')
+    config = tmp_path / 'vspw.py'
+    config.write_text(_VSPW_CONFIG.format(base=str(REPO / 'configs' / '_base_' / 'datasets' / 'vspw.py'),
+                                          model=cfg.model.to_dict(), side=SIDE, root=str(root)))
+    done = run_script(REPO / 'tools' / 'test.py', config, tmp_path / 'vspw.pth', '--work-dir', tmp_path / 'work')
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    figures = dict(re.findall(r'vss/(mIoU|VC8|VC16): (\S+)', log))
+    assert set(figures) == {'mIoU', 'VC8', 'VC16'}, log[-3000:]
+    assert 0 <= float(figures['mIoU']) <= 100 and 0 < float(figures['VC8']) <= 100
+    assert figures['VC16'] == 'nan'                     # 10-frame clips have no 16-frame window
+
+
 def mmdet_inputs(model, frames) -> torch.Tensor:
     """(T, 3, H, W): the inputs mmdet's ``inference_mot`` makes of BGR frames (the config's test pipeline, the
     model's preprocessor), for transformers' model."""
