@@ -336,14 +336,14 @@ def test_tools_test_scores_a_video_config_with_mmdets_youtube_vis_metric(convert
     assert all(len(r['segmentations']) == 5 and all(s is not None for s in r['segmentations']) for r in results)
 
 
-_VSPW_CONFIG = """
+_VIDEO_DATASET_CONFIG = """
 _base_ = [{base!r}, 'mmdet::_base_/default_runtime.py']
 custom_imports = dict(imports=['vit5seg'], allow_failed_imports=False)
 model = {model!r}
 test_pipeline = [
     dict(type='TransformBroadcaster', transforms=[
         dict(type='LoadImageFromFile'), dict(type='Resize', scale=({side}, {side}), keep_ratio=True),
-        dict(type='LoadAnnotations', with_bbox=False, with_seg=True, reduce_zero_label=True)]),
+        {loader}]),
     dict(type='PackVideoSegInputs')]
 test_dataloader = dict(num_workers=0, persistent_workers=False,
                        dataset=dict(data_root={root!r}, pipeline=test_pipeline))
@@ -354,25 +354,47 @@ visualizer = dict(type='TrackLocalVisualizer', vis_backends=[dict(type='LocalVis
 """
 
 
+def _run_video_dataset_config(tmp_path, dataset, loader, **task):
+    """tools/test.py on configs/_base_/datasets/<dataset>.py's synthetic twin with a random 124-class model of
+    ``task`` (the converted release has 40 classes) -> its log."""
+    from vit5seg.datasets import make_synthetic_data
+    root = make_synthetic_data(dataset, tmp_path, num_train=1, num_val=2, size=54)
+    cfg = _video_task_config(**task)
+    cfg.model.decode_head.num_classes = 124
+    if task['task'] == 'panoptic':
+        cfg.model.num_things_classes = 58      # VIPSeg's things, first
+    torch.manual_seed(0)
+    torch.save({'state_dict': track_model(cfg).state_dict()}, tmp_path / 'random.pth')
+    config = tmp_path / f'{dataset}.py'
+    config.write_text(_VIDEO_DATASET_CONFIG.format(
+        base=str(REPO / 'configs' / '_base_' / 'datasets' / f'{dataset}.py'), model=cfg.model.to_dict(), side=SIDE,
+        root=str(root), loader=loader))
+    done = run_script(REPO / 'tools' / 'test.py', config, tmp_path / 'random.pth', '--work-dir', tmp_path / 'work')
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    return log
+
+
 def test_tools_test_scores_a_vspw_config_with_its_miou_and_video_consistency(converted, tmp_path):
     """tools/test.py on configs/_base_/datasets/vspw.py: VSPWDataset's whole clips, the semantic task, and
     VideoSemanticMetric on the labels mmdet's LoadAnnotations reads (VSPW's 0 not scored)."""
-    from vit5seg.datasets import make_synthetic_data
-    root = make_synthetic_data('vspw', tmp_path, num_train=1, num_val=2, size=54)
-    cfg = _video_task_config(task='semantic')
-    cfg.model.decode_head.num_classes = 124        # VSPW's classes: a random model of that many (the release has 40)
-    torch.manual_seed(0)
-    torch.save({'state_dict': track_model(cfg).state_dict()}, tmp_path / 'vspw.pth')
-    config = tmp_path / 'vspw.py'
-    config.write_text(_VSPW_CONFIG.format(base=str(REPO / 'configs' / '_base_' / 'datasets' / 'vspw.py'),
-                                          model=cfg.model.to_dict(), side=SIDE, root=str(root)))
-    done = run_script(REPO / 'tools' / 'test.py', config, tmp_path / 'vspw.pth', '--work-dir', tmp_path / 'work')
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
+    log = _run_video_dataset_config(
+        tmp_path, 'vspw', "dict(type='LoadAnnotations', with_bbox=False, with_seg=True, reduce_zero_label=True)",
+        task='semantic')
     figures = dict(re.findall(r'vss/(mIoU|VC8|VC16): (\S+)', log))
     assert set(figures) == {'mIoU', 'VC8', 'VC16'}, log[-3000:]
     assert 0 <= float(figures['mIoU']) <= 100 and 0 < float(figures['VC8']) <= 100
     assert figures['VC16'] == 'nan'                     # 10-frame clips have no 16-frame window
+
+
+def test_tools_test_scores_a_vipseg_config_with_its_vpq_and_stq(converted, tmp_path):
+    """tools/test.py on configs/_base_/datasets/vipseg.py: VIPSegDataset's whole clips, the panoptic task, and
+    VideoPanopticMetric on the tubes LoadVideoPanopticAnnotations reads."""
+    log = _run_video_dataset_config(tmp_path, 'vipseg', "dict(type='LoadVideoPanopticAnnotations')", task='panoptic',
+                                    object_mask_thr=0.02, overlap_thr=0.05)
+    figures = dict(re.findall(r'vps/(VPQ|VPQ8|VPQ_thing|STQ|AQ|SQ): (\S+)', log))
+    assert set(figures) == {'VPQ', 'VPQ8', 'VPQ_thing', 'STQ', 'AQ', 'SQ'}, log[-3000:]
+    assert all(0 <= float(v) <= 100 for v in figures.values()), figures
 
 
 def mmdet_inputs(model, frames) -> torch.Tensor:

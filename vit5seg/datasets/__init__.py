@@ -9,6 +9,7 @@ import importlib.util  # noqa: E402
 if importlib.util.find_spec('mmdet') is not None:  # panoptic configs (mmdet: the [mask2former] extra)
     from .checks import check_panoptic_loading
     from .coco_panoptic import EoMTCocoPanopticDataset  # noqa: F401  (registers it in mmdet)
+    from .vipseg import LoadVideoPanopticAnnotations, VIPSegDataset  # noqa: F401  (video panoptic, in mmdet)
     from .vspw import PackVideoSegInputs, VSPWDataset  # noqa: F401  (video semantic segmentation, in mmdet)
     check_panoptic_loading()
 

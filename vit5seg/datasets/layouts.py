@@ -26,15 +26,17 @@ import numpy as np
 
 from .coco_synthetic import make_synthetic_coco_panoptic
 from .synthetic import OBJECT_IDS, STUFF_IDS, make_synthetic_ade20k, synthetic_sample, write_image
+from .vipseg_synthetic import make_synthetic_vipseg
 from .vspw_synthetic import make_synthetic_vspw
 from .ytvis_synthetic import make_synthetic_ytvis
 
-DATASETS = ('ade20k', 'cityscapes', 'pascal_context', 'coco_stuff', 'custom', 'coco_panoptic', 'ytvis', 'vspw')
+DATASETS = ('ade20k', 'cityscapes', 'pascal_context', 'coco_stuff', 'custom', 'coco_panoptic', 'ytvis', 'vspw',
+            'vipseg')
 # where each writer puts its data under ROOT: the configs' data_root relative to ROOT
 DATA_ROOTS = {'ade20k': 'ade/ADEChallengeData2016', 'cityscapes': 'cityscapes',
               'pascal_context': 'VOCdevkit/VOC2010', 'coco_stuff': 'coco_stuff164k', 'custom': 'custom',
               'coco_panoptic': 'coco', 'ytvis': 'youtube_vis_2019',
-              'vspw': 'VSPW_480p'}
+              'vspw': 'VSPW_480p', 'vipseg': 'VIPSeg/VIPSeg_720P'}
 # the custom folder's classes: four backgrounds, then one per shape of synthetic.SHAPES
 CUSTOM_CLASSES = ('sky', 'grass', 'sand', 'water', 'ball', 'box', 'cone', 'disc')
 MARKER = '.vit5seg-synthetic'  # lets a second run rewrite its own data, and nothing else
@@ -120,7 +122,7 @@ def _custom(root: Path, counts: dict, size: int, rng) -> None:
 _WRITERS: Dict[str, Callable] = {'cityscapes': _cityscapes, 'pascal_context': _pascal_context,
                                  'coco_stuff': _coco_stuff, 'custom': _custom,
                                  'coco_panoptic': make_synthetic_coco_panoptic, 'ytvis': make_synthetic_ytvis,
-                                 'vspw': make_synthetic_vspw}
+                                 'vspw': make_synthetic_vspw, 'vipseg': make_synthetic_vipseg}
 
 
 def make_synthetic_data(dataset: str, root, num_train: int = 64, num_val: int = 16, size: int = 128,
@@ -128,7 +130,7 @@ def make_synthetic_data(dataset: str, root, num_train: int = 64, num_val: int = 
     """Write ``dataset``'s layout under ``root``; returns its data root (``DATA_ROOTS``).
 
     ``size`` is the image height (widths: ADE20K 1.25x, Cityscapes 2x, YouTube-VIS 16/9x, the others
-    4/3x); for YouTube-VIS the counts are clips of 5 frames, for VSPW of 10.
+    4/3x); for YouTube-VIS the counts are clips of 5 frames, for VSPW and VIPSeg of 10.
     A folder that exists, is not empty and was not written by this function is left
     alone (``FileExistsError``): real data is never mixed with synthetic samples. One
     this function wrote is replaced whole, so no sample of an earlier run is left.

@@ -92,11 +92,14 @@ class VSPWDataset(BaseVideoDataset):
 
 @TRANSFORMS.register_module()
 class PackVideoSegInputs(PackTrackInputs):
-    """mmdet's ``PackTrackInputs`` with each frame's ``gt_seg_map`` as its ``gt_sem_seg`` (mmdet packs it for
-    images, ``PackDetInputs``, but not for videos)."""
+    """mmdet's ``PackTrackInputs`` with each frame's label map: ``gt_seg_map`` as its ``gt_sem_seg`` (mmdet packs
+    it for images, ``PackDetInputs``, but not for videos) and ``gt_panoptic_map`` (:mod:`.vipseg`) as its
+    ``gt_panoptic_seg``."""
+    FIELDS = {'gt_seg_map': 'gt_sem_seg', 'gt_panoptic_map': 'gt_panoptic_seg'}
 
     def transform(self, results: dict) -> dict:
         packed = super().transform(results)
-        for sample, seg in zip(packed['data_samples'].video_data_samples, results.get('gt_seg_map') or []):
-            sample.gt_sem_seg = PixelData(sem_seg=torch.from_numpy(seg[None].astype('int64')))
+        for key, field in self.FIELDS.items():
+            for sample, seg in zip(packed['data_samples'].video_data_samples, results.get(key) or []):
+                setattr(sample, field, PixelData(sem_seg=torch.from_numpy(seg[None].astype('int64'))))
         return packed
