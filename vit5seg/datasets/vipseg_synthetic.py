@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from .synthetic import write_image
+from .vspw_synthetic import SHAPE_CLASSES
 from .ytvis_synthetic import _clip
-
-_VIPSEG_NAME = {'person': 'person', 'dog': 'dog', 'cat': 'cat', 'sedan': 'car'}
 
 
 def make_synthetic_vipseg(root: Path, counts: dict, size: int, rng, frames: int = 10) -> None:
@@ -19,7 +18,7 @@ def make_synthetic_vipseg(root: Path, counts: dict, size: int, rng, frames: int 
     from .vspw import VSPW_CLASSES, VSPW_PALETTE   # mmdet's (the [mask2former] extra), as the dataset is
     from .vipseg import VIPSEG_THINGS
     h, w = size, int(round(size * 16 / 9))
-    category = {name: VSPW_CLASSES.index(name) for name in ('wall', 'floor', *_VIPSEG_NAME.values())}
+    category = {name: VSPW_CLASSES.index(name) for name in ('wall', 'floor', *SHAPE_CLASSES.values())}
     categories = [dict(id=i, name=n, isthing=int(i in VIPSEG_THINGS), color=list(c))
                   for i, (n, c) in enumerate(zip(VSPW_CLASSES, VSPW_PALETTE))]
     for split, count in counts.items():
@@ -32,7 +31,7 @@ def make_synthetic_vipseg(root: Path, counts: dict, size: int, rng, frames: int 
                 ids = np.full((h, w), (category['wall'] + 1) * 100, np.int64)   # VIPSeg-like: (class + 1) x 100 + k
                 ids[3 * h // 4:] = (category['floor'] + 1) * 100
                 for k, (class_name, visible) in enumerate(objects):
-                    ids[visible[t]] = (category[_VIPSEG_NAME[class_name]] + 1) * 100 + k + 1
+                    ids[visible[t]] = (category[SHAPE_CLASSES[class_name]] + 1) * 100 + k + 1
                 ids[:2] = 0
                 write_image(root / 'images' / name / f'{t:08d}.jpg', img)
                 rgb = np.stack([ids % 256, ids // 256 % 256, ids // 65536], -1).astype(np.uint8)

@@ -9,14 +9,14 @@ import numpy as np
 from .synthetic import write_image
 from .ytvis_synthetic import _clip
 
-_VSPW_NAME = {'person': 'person', 'dog': 'dog', 'cat': 'cat', 'sedan': 'car'}
+SHAPE_CLASSES = {'person': 'person', 'dog': 'dog', 'cat': 'cat', 'sedan': 'car'}   # a synthetic shape's VSPW class
 
 
 def make_synthetic_vspw(root: Path, counts: dict, size: int, rng, frames: int = 10) -> None:
     """Write ``counts[split]`` clips of ``frames`` frames a split (10: VC8 has windows)."""
     from .vspw import VSPW_CLASSES   # mmdet's (the [mask2former] extra), as the dataset is
     h, w = size, int(round(size * 16 / 9))
-    raw = {name: VSPW_CLASSES.index(name) + 1 for name in ('wall', *_VSPW_NAME.values())}   # VSPW masks: class + 1
+    raw = {name: VSPW_CLASSES.index(name) + 1 for name in ('wall', *SHAPE_CLASSES.values())}   # VSPW masks: class + 1
     for split, count in counts.items():
         names = [f'{split}{v:04d}' for v in range(count)]
         for name in names:
@@ -24,7 +24,7 @@ def make_synthetic_vspw(root: Path, counts: dict, size: int, rng, frames: int = 
             for t, img in enumerate(images):
                 mask = np.full((h, w), raw['wall'], np.uint8)
                 for class_name, visible in objects:
-                    mask[visible[t]] = raw[_VSPW_NAME[class_name]]
+                    mask[visible[t]] = raw[SHAPE_CLASSES[class_name]]
                 mask[:2] = 0
                 write_image(root / 'data' / name / 'origin' / f'{t:08d}.jpg', img)
                 write_image(root / 'data' / name / 'mask' / f'{t:08d}.png', mask)
