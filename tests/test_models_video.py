@@ -309,11 +309,11 @@ visualizer = dict(type='TrackLocalVisualizer', vis_backends=[dict(type='LocalVis
 """
 
 
-def write_video_config(folder: Path, data_root) -> Path:
-    """The tiny video model's config, reading a YouTube-VIS-layout folder, written as a file."""
-    config = folder / 'video.py'
-    config.write_text(_VIDEO_CONFIG.format(model=video_config().model.to_dict(), side=SIDE, root=str(data_root),
-                                           out=str(folder / 'results')))
+def write_video_config(folder: Path, data_root, **test_cfg) -> Path:
+    """The tiny video model's config (its ``test_cfg`` updated), reading a YouTube-VIS-layout folder, as a file."""
+    config = folder / f'video{"_" + test_cfg["task"] if "task" in test_cfg else ""}.py'
+    model = _video_task_config(**test_cfg).model.to_dict()
+    config.write_text(_VIDEO_CONFIG.format(model=model, side=SIDE, root=str(data_root), out=str(folder / 'results')))
     return config
 
 
@@ -503,6 +503,38 @@ def test_infer_streams_an_mp4_into_an_overlay_video_and_youtube_vis_results(conv
     refused = run_script(REPO / 'tools' / 'infer.py', config, checkpoint, tmp_path / 'clip.mp4', '--out-dir',
                          tmp_path / 'other', '--mode', 'slide')
     assert refused.returncode == 2 and 'is a video config' in refused.stderr and '--mode slide' in refused.stderr
+
+
+def test_infer_streams_an_mp4_of_the_semantic_task_into_vspw_pngs_and_refuses_the_panoptic_one(converted, tmp_path):
+    """The semantic task: the overlay video and each frame's class ids as a palette PNG (VSPW's prediction
+    format), each frame VidEoMT's vss rule on the frames so far (``reference_semantic`` on transformers'
+    logits). The panoptic task reads whole clips' areas: one error, nothing written."""
+    from mmengine.registry import DefaultScope
+    from PIL import Image
+    model, checkpoint = converted
+    config = write_video_config(tmp_path, tmp_path, task='semantic')
+    x = np.arange(ORI_SHAPE[1])[None, :, None]
+    _write_mp4(tmp_path / 'clip.mp4', [np.broadcast_to((x * 3 + 40 * t) % 256, (*ORI_SHAPE, 3)).astype(np.uint8)
+                                       for t in range(FRAMES)])
+    frames = _read_video(tmp_path / 'clip.mp4')
+    done = run_script(REPO / 'tools' / 'infer.py', config, checkpoint, tmp_path / 'clip.mp4', '--out-dir',
+                      tmp_path / 'out', '--no-progress')
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "vss/ in VSPW's prediction format" in done.stdout
+    assert len(_read_video(tmp_path / 'out' / 'videos' / 'clip.mp4')) == len(frames)
+    pngs = sorted((tmp_path / 'out' / 'vss' / 'clip').glob('*.png'))
+    assert [p.name for p in pngs] == [f'{t:08d}.png' for t in range(len(frames))]
+    ours = track_model(str(config), checkpoint)
+    with DefaultScope.overwrite_default_scope('mmdet'), torch.no_grad():
+        theirs = model(pixel_values_videos=mmdet_inputs(ours, frames)[None])
+    for t, png in enumerate(pngs):
+        expected = reference_semantic(theirs.class_queries_logits[:t + 1], theirs.masks_queries_logits[:t + 1])[t]
+        assert (np.array(Image.open(png)) == expected.numpy()).mean() >= 0.999, t
+    config = write_video_config(tmp_path, tmp_path, task='panoptic')
+    refused = run_script(REPO / 'tools' / 'infer.py', config, checkpoint, tmp_path / 'clip.mp4', '--out-dir',
+                         tmp_path / 'panoptic', '--no-progress')
+    assert refused.returncode == 1 and 'score whole clips with tools/test.py' in refused.stderr, refused.stderr
+    assert not (tmp_path / 'panoptic' / 'videos' / 'clip.mp4').exists()
 
 
 def test_a_video_whose_frames_change_size_is_one_error_and_leaves_no_video(converted, tmp_path, monkeypatch):

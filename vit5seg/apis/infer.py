@@ -31,6 +31,7 @@ class Source:
 class InferenceReport:
     done: int = 0
     skipped: List[Tuple[str, str]] = field(default_factory=list)
+    written: str = ''   # what a video run wrote besides, in words
 
     def line(self) -> str:
         return f'summary: {self.done} done, {len(self.skipped)} skipped'
@@ -268,7 +269,7 @@ def _video_main(args, parser):
         parser.exit(1, f'error: {e}\n')
     for path, why in summary.skipped:
         print(f'skipped {path}: {why}')
-    print(f'{summary.line()} -> {args.out_dir} (videos/, results.json in YouTube-VIS\'s format, videos.json)')
+    print(f'{summary.line()} -> {args.out_dir} ({summary.written})')
     return summary
 
 
