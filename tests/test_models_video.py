@@ -337,16 +337,12 @@ def test_tools_test_scores_a_video_config_with_mmdets_youtube_vis_metric(convert
 
 
 _VIDEO_DATASET_CONFIG = """
-_base_ = [{base!r}, 'mmdet::_base_/default_runtime.py']
+_base_ = ['mmdet::_base_/default_runtime.py']
 custom_imports = dict(imports=['vit5seg'], allow_failed_imports=False)
 model = {model!r}
-test_pipeline = [
-    dict(type='TransformBroadcaster', transforms=[
-        dict(type='LoadImageFromFile'), dict(type='Resize', scale=({side}, {side}), keep_ratio=True),
-        {loader}]),
-    dict(type='PackVideoSegInputs')]
-test_dataloader = dict(num_workers=0, persistent_workers=False,
-                       dataset=dict(data_root={root!r}, pipeline=test_pipeline))
+test_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False, drop_last=False,
+                       sampler=dict(type='DefaultSampler', shuffle=False, round_up=False), dataset={dataset!r})
+test_evaluator = {metric!r}
 train_dataloader = val_dataloader = val_evaluator = None
 test_cfg = dict(type='TestLoop')
 default_hooks = dict(visualization=dict(type='TrackVisualizationHook', draw=False))
@@ -354,9 +350,10 @@ visualizer = dict(type='TrackLocalVisualizer', vis_backends=[dict(type='LocalVis
 """
 
 
-def _run_video_dataset_config(tmp_path, dataset, loader, **task):
-    """tools/test.py on configs/_base_/datasets/<dataset>.py's synthetic twin with a random 124-class model of
-    ``task`` (the converted release has 40 classes) -> its log."""
+def _run_video_dataset_config(tmp_path, dataset, **task):
+    """tools/test.py on ``dataset``'s synthetic twin (test_datasets_video's test split, each frame resized to the
+    model's input) with a random 124-class model of ``task`` (the converted release has 40 classes) -> its log."""
+    from test_datasets_video import METRICS, VIDEO_DATASETS, video_pipeline
     from vit5seg.datasets import make_synthetic_data
     root = make_synthetic_data(dataset, tmp_path, num_train=1, num_val=2, size=54)
     cfg = _video_task_config(**task)
@@ -365,10 +362,10 @@ def _run_video_dataset_config(tmp_path, dataset, loader, **task):
         cfg.model.num_things_classes = 58      # VIPSeg's things, first
     torch.manual_seed(0)
     torch.save({'state_dict': track_model(cfg).state_dict()}, tmp_path / 'random.pth')
+    resize = dict(type='Resize', scale=(SIDE, SIDE), keep_ratio=True)
+    data = dict(VIDEO_DATASETS[dataset], data_root=str(root), pipeline=video_pipeline(dataset, resize))
     config = tmp_path / f'{dataset}.py'
-    config.write_text(_VIDEO_DATASET_CONFIG.format(
-        base=str(REPO / 'configs' / '_base_' / 'datasets' / f'{dataset}.py'), model=cfg.model.to_dict(), side=SIDE,
-        root=str(root), loader=loader))
+    config.write_text(_VIDEO_DATASET_CONFIG.format(model=cfg.model.to_dict(), dataset=data, metric=METRICS[dataset]))
     done = run_script(REPO / 'tools' / 'test.py', config, tmp_path / 'random.pth', '--work-dir', tmp_path / 'work')
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-3000:]
@@ -376,11 +373,9 @@ def _run_video_dataset_config(tmp_path, dataset, loader, **task):
 
 
 def test_tools_test_scores_a_vspw_config_with_its_miou_and_video_consistency(converted, tmp_path):
-    """tools/test.py on configs/_base_/datasets/vspw.py: VSPWDataset's whole clips, the semantic task, and
-    VideoSemanticMetric on the labels mmdet's LoadAnnotations reads (VSPW's 0 not scored)."""
-    log = _run_video_dataset_config(
-        tmp_path, 'vspw', "dict(type='LoadAnnotations', with_bbox=False, with_seg=True, reduce_zero_label=True)",
-        task='semantic')
+    """tools/test.py on VSPW: VSPWDataset's whole clips, the semantic task, and VideoSemanticMetric on the labels
+    mmdet's LoadAnnotations reads (VSPW's 0 not scored)."""
+    log = _run_video_dataset_config(tmp_path, 'vspw', task='semantic')
     figures = dict(re.findall(r'vss/(mIoU|VC8|VC16): (\S+)', log))
     assert set(figures) == {'mIoU', 'VC8', 'VC16'}, log[-3000:]
     assert 0 <= float(figures['mIoU']) <= 100 and 0 < float(figures['VC8']) <= 100
@@ -388,10 +383,9 @@ def test_tools_test_scores_a_vspw_config_with_its_miou_and_video_consistency(con
 
 
 def test_tools_test_scores_a_vipseg_config_with_its_vpq_and_stq(converted, tmp_path):
-    """tools/test.py on configs/_base_/datasets/vipseg.py: VIPSegDataset's whole clips, the panoptic task, and
-    VideoPanopticMetric on the tubes LoadVideoPanopticAnnotations reads."""
-    log = _run_video_dataset_config(tmp_path, 'vipseg', "dict(type='LoadVideoPanopticAnnotations')", task='panoptic',
-                                    object_mask_thr=0.02, overlap_thr=0.05)
+    """tools/test.py on VIPSeg: VIPSegDataset's whole clips, the panoptic task, and VideoPanopticMetric on the
+    tubes LoadVideoPanopticAnnotations reads."""
+    log = _run_video_dataset_config(tmp_path, 'vipseg', task='panoptic', object_mask_thr=0.02, overlap_thr=0.05)
     figures = dict(re.findall(r'vps/(VPQ|VPQ8|VPQ_thing|STQ|AQ|SQ): (\S+)', log))
     assert set(figures) == {'VPQ', 'VPQ8', 'VPQ_thing', 'STQ', 'AQ', 'SQ'}, log[-3000:]
     assert all(0 <= float(v) <= 100 for v in figures.values()), figures
