@@ -241,7 +241,7 @@ def test_a_video_task_is_one_of_three_and_panoptic_takes_whole_clips(converted):
         ours.predict(torch.zeros(1, 1, 3, SIDE, SIDE), samples)
 
 
-def test_a_decoder_that_carries_nothing_and_a_batch_of_clips_are_refused(converted):
+def test_a_decoder_that_carries_nothing_and_a_batch_of_clips_to_predict_are_refused(converted):
     cfg = video_config()
     cfg.model.decoder = dict(type='EoMTDecoder')
     with pytest.raises(ValueError, match='EoMTDecoder carries nothing from one frame to the next'):
@@ -253,8 +253,6 @@ def test_a_decoder_that_carries_nothing_and_a_batch_of_clips_are_refused(convert
     ours = track_model(video_config(), converted[1])
     with pytest.raises(ValueError, match=r'one clip at a time, \(1, T, C, H, W\).*got \(2, 3, 3, 96, 96\) and 2'):
         ours.predict(torch.zeros(2, 3, 3, SIDE, SIDE), clip_samples(3) * 2)
-    with pytest.raises(NotImplementedError, match="criterion_videomt.py"):
-        ours.loss(torch.zeros(1, 3, 3, SIDE, SIDE), clip_samples(3))
     assert ours.num_classes == CLASSES and ours.decoder.query_updater.in_features == DIM
 
 

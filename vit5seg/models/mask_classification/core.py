@@ -160,25 +160,40 @@ class QueryHead(BaseDecodeHead):
             # targets cover the image, masks the patch-padded image: pad targets with "no mask"
             gts = [InstanceData(labels=g.labels, masks=F.pad(g.masks, (0, pw - W, 0, ph - H))) for g in gts]
         losses = {}
-        last = len(inputs.class_logits) - 1
         for i, (cls, masks) in enumerate(zip(inputs.class_logits, inputs.mask_logits)):
-            prefix = '' if i == last else f'm{i}.'
+            prefix = self.level_prefix(i, len(inputs.class_logits))
             for name, value in self.loss_by_feat(cls, masks, gts).items():
                 losses[prefix + name] = value
         return losses
 
+    @staticmethod
+    def level_prefix(i: int, levels: int) -> str:
+        """The loss keys' prefix of supervised prediction ``i`` of ``levels``: none for the last (the
+        model's prediction), ``m{i}.`` for the input of masked block i."""
+        return '' if i == levels - 1 else f'm{i}.'
+
     def loss_by_feat(self, class_logits: torch.Tensor, mask_logits: torch.Tensor,
                      gts: List[InstanceData]) -> dict:
-        """One prediction's losses: Hungarian matching on uniformly sampled points, then the
-        class CE over all queries (no-object for unmatched ones) and the mask BCE and dice
-        on uncertainty-sampled points of the matched masks, normalised by the number of
-        target masks over all ranks."""
-        cfg = self.train_cfg
+        """One prediction's losses: Hungarian matching on uniformly sampled points (per image), then
+        :meth:`matched_losses`."""
         # matching and losses in float32 whatever the autocast (costs decide an assignment)
         with torch.autocast(class_logits.device.type, enabled=False):
             class_logits, mask_logits = class_logits.float(), mask_logits.float()
             labels, mask_targets, mask_weights, num_masks = self.match_masks.get_targets(
                 class_logits.detach(), mask_logits.detach(), gts)
+            return self.matched_losses(class_logits, mask_logits, labels, mask_targets, mask_weights, num_masks)
+
+    def matched_losses(self, class_logits: torch.Tensor, mask_logits: torch.Tensor, labels: torch.Tensor,
+                       mask_targets: torch.Tensor, mask_weights: torch.Tensor, num_masks: int) -> dict:
+        """The losses of predictions (B, Q, K + 1) and (B, Q, h, w) given their matching, as mmseg's
+        ``MatchMasks.get_targets`` returns it (``labels`` (B, Q) with K for no object, the matched
+        queries' ``mask_targets`` (M, H, W) in (image, query) order, ``mask_weights`` (B, Q) 1 where
+        matched, ``num_masks`` the target masks): the class CE over all queries and the mask BCE and
+        dice on uncertainty-sampled points of the matched masks, normalised by the number of target
+        masks over all ranks. Whoever matches (an image's Hungarian, a clip's) shares these losses."""
+        cfg = self.train_cfg
+        with torch.autocast(class_logits.device.type, enabled=False):
+            class_logits, mask_logits = class_logits.float(), mask_logits.float()
             num_masks = class_logits.new_tensor([num_masks], dtype=torch.float)
             all_reduce(num_masks, op='mean')
             num_masks = num_masks.clamp(min=1).item()

@@ -53,6 +53,8 @@ class EoMTDecoder(MaskDecoder):
     attention annealed by its ``mask_probs`` (see the module docstring)."""
 
     _compiled = None  # (block, prediction) made on first use with model.backbone.compile
+    #: whether a block's input is read through the final norm for its supervised prediction (EoMT's is)
+    supervise_through_norm = True
 
     def check_parts(self, backbone: ViT5, head: QueryHead) -> None:
         if backbone.frozen:
@@ -126,10 +128,11 @@ class EoMTDecoder(MaskDecoder):
         x = torch.cat([self.queries(head, x.shape[0], state).to(x.dtype), x], dim=1)
         rope = None if rope is None else prepend_identity_rows(rope, head.num_queries)
         class_logits, mask_logits = [], []
+        supervised_norm = bb.norm if self.supervise_through_norm else nn.Identity()
         for i, blk in enumerate(bb.blocks[self.first_block:]):
             attn_mask = None
             if supervise:
-                cls, masks = predict(bb.norm, head, x, grid)
+                cls, masks = predict(supervised_norm, head, x, grid)
                 class_logits.append(cls)
                 mask_logits.append(masks)
                 prob = self.mask_probs[i]

@@ -24,8 +24,12 @@ class), so it keeps its id on every frame where it is kept; on a video's last fr
 are the whole clip's. The semantic rule streams the same way; the panoptic one keeps a segment by its
 areas over the whole clip, so it takes whole clips only.
 
-Training a video model (VidEoMT's clip-consistent matching and re-identification loss,
-``videomt/criterion_videomt.py``) is not here yet: ``loss`` says so.
+Training (``loss``) is VidEoMT's (``videomt_online``): clips of a few frames run online, each frame's
+every supervised prediction a loss image with the image losses (``QueryHead.matched_losses``: class CE,
+mask BCE and dice on points), each object matched to one query on the frame where it first appears and
+held to it on every frame (:mod:`.video_matching`). VidEoMT's criterion also defines a re-identification
+loss, which its ``videomt_online`` computes on no output (its ``pred_reid_embed`` is never made), so it is
+not here either.
 """
 from typing import List, Optional
 
@@ -39,6 +43,7 @@ from mmseg.registry import MODELS as SEG_MODELS
 
 from .core import MaskClassificationCore
 from .postprocess import pair_probabilities
+from .video_matching import clip_objects, clip_targets
 from .video_rules import video_instances, video_panoptic, video_semantic
 
 
@@ -59,6 +64,8 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
             ``overlap_thr``: the panoptic rule's (``OBJECT_MASK_THRESHOLD``, ``OVERLAP_THRESHOLD``: 0.8 and 0.8,
             ``configs/VIPSeg/Base_R50_720p.yaml``).
         num_things_classes: the panoptic task's things, which come first (mmdet's rule).
+        train_cfg: the head's matching and point sampling (``QueryHead``'s ``train_cfg``), where mmdet's
+            models keep it; VidEoMT's costs and points are EoMT's (``configs/ytvis19/Base_R50.yaml``).
         data_preprocessor: mmdet's ``TrackDataPreprocessor`` (VidEoMT normalises, then pads with 0 to
             a multiple of its ``SIZE_DIVISIBILITY``: ``pad_size_divisor``).
     """
@@ -66,13 +73,16 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
     TASKS = ('instance', 'semantic', 'panoptic')
 
     def __init__(self, backbone: dict, decode_head: dict, decoder: dict, test_cfg: Optional[dict] = None,
-                 num_things_classes: Optional[int] = None, data_preprocessor: Optional[dict] = None,
-                 init_cfg: Optional[dict] = None):
+                 num_things_classes: Optional[int] = None, train_cfg: Optional[dict] = None,
+                 data_preprocessor: Optional[dict] = None, init_cfg: Optional[dict] = None):
         with DefaultScope.overwrite_default_scope('mmdet'):   # init_track_model sets no scope: its preprocessor
             super(BaseMOTModel, self).__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        head = dict(decode_head)
+        if head.get('train_cfg') is None:  # mmdet's place for it is the model's train_cfg, as the image detector's
+            head['train_cfg'] = train_cfg
         with DefaultScope.overwrite_default_scope('mmseg'):   # the head's losses and assigner are mmseg's
             self.backbone = SEG_MODELS.build(backbone)
-            self.decode_head = SEG_MODELS.build(decode_head)
+            self.decode_head = SEG_MODELS.build(head)
             self.build_decoder(decoder)
         if not self.decoder.carries_state:
             raise ValueError(f'{type(self.decoder).__name__} carries nothing from one frame to the next: a video '
@@ -94,9 +104,31 @@ class VideoMaskClassifier(MaskClassificationCore, BaseMOTModel):
         self.num_things_classes = num_things_classes
 
     def loss(self, inputs: torch.Tensor, data_samples, **kwargs) -> dict:
-        raise NotImplementedError(f'{type(self).__name__} predicts; training it (VidEoMT\'s clip-consistent '
-                                  f'matching and re-identification loss, tue-mps/videomt '
-                                  f'videomt/criterion_videomt.py) is not in this release')
+        """VidEoMT's training on a batch of clips (B, T, C, H, W): the frames run online, each handed the one
+        before's state (gradients flow through it, as upstream), and each supervised prediction of every frame
+        is a loss image matched clip-consistently (:mod:`.video_matching`)."""
+        if inputs.dim() != 5:
+            raise ValueError(f'{type(self).__name__} trains on clips, (B, T, C, H, W); got {tuple(inputs.shape)}')
+        T = inputs.shape[1]
+        state, frames = None, []
+        for t in range(T):
+            feats = self.extract_feat(inputs[:, t], state=state)
+            state = feats.state
+            frames.append(feats)
+        frames_gt = [video[t].gt_instances for video in data_samples for t in range(T)]
+        clips = clip_objects(frames_gt, T, frames[0].padded_size)
+        head, levels, losses = self.decode_head, len(frames[0].class_logits), {}
+        for level in range(levels):
+            class_logits = torch.stack([f.class_logits[level] for f in frames], 1)    # (B, T, Q, K + 1)
+            mask_logits = torch.stack([f.mask_logits[level] for f in frames], 1)      # (B, T, Q, h, w)
+            with torch.autocast(inputs.device.type, enabled=False):   # costs decide an assignment: float32
+                targets = clip_targets(head.match_masks, class_logits.detach().float(),
+                                       mask_logits.detach().float(), clips, self.num_classes)
+            prefix = head.level_prefix(level, levels)
+            for name, value in head.matched_losses(class_logits.flatten(0, 1), mask_logits.flatten(0, 1),
+                                                   *targets).items():
+                losses[prefix + name] = value
+        return losses
 
     def frame_logits(self, frame: torch.Tensor, state=None):
         """One frame (C, H, W) handed the previous frame's ``state`` -> (its class logits (Q, K + 1), its mask

@@ -8,7 +8,9 @@ one takes those plus a linear map (``query_updater``) of the query tokens the la
 for the frame before (before the final norm), which this decoder hands on as ``MaskFeatures.state``.
 So a query keeps following what it found, without a tracker. VidEoMT never masks the queries'
 attention (its segmenter passes no mask), so no mask annealing runs; while training, every block's
-input still gives a supervised prediction, as EoMT's.
+input still gives a supervised prediction, as EoMT's, but read from the tokens as they are, not through
+the final norm (``segmenter``'s ``self._predict(x_frame, ...)`` with ``NORM_QUERIES`` False, its default
+and every release's); the last block's output goes through it, as at inference.
 """
 from typing import Optional
 
@@ -30,6 +32,7 @@ class VidEoMTDecoder(EoMTDecoder):
     """
 
     carries_state = True
+    supervise_through_norm = False
 
     def __init__(self, embed_dims: int):
         super().__init__()
