@@ -1453,6 +1453,109 @@ EXPECTED['tiny/vit5_eomt_coco_instance_synthetic.py'] = join(
     pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_COCO),
     pin(TINY, 'val_dataloader.dataset', data_root=_SYNTHETIC_COCO))
 
+# the VidEoMT twin: the COCO instance twin's network and optimiser with VidEoMT's decoder, online on 3-frame clips
+VIDEOMT = 'tue-mps/videomt'
+VIDEOMT_YTVIS = f'{VIDEOMT} configs/ytvis19/Base_R50.yaml'
+MMDET_YTVIS = f'{MMDET} configs/_base_/datasets/youtube_vis.py'
+_TRACK_PACK_KEYS = ('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor', 'flip', 'flip_direction',
+                    'frame_id', 'video_id', 'video_length', 'ori_video_length', 'instances')
+_SYNTHETIC_YTVIS = 'data/synthetic/youtube_vis_2019/'
+
+
+def _broadcast(prefix: str, share: bool, transforms: dict) -> Dict[str, Pin]:
+    """mmcv's TransformBroadcaster at ``prefix`` over mmdet's frame transforms ``transforms`` (index -> pins)."""
+    return join(
+        pin(MMDET_YTVIS, prefix, type='TransformBroadcaster'),
+        pin(f'{MMDET_YTVIS}: one flip and size a clip' if share else MMDET_DEFAULT, prefix, share_random_params=share),
+        pin(MMDET_DEFAULT, prefix, mapping=None, remapping=None, auto_remap=None, allow_nonexist_keys=False),
+        *transforms.values())
+
+
+def _load_frame(prefix: str) -> Dict[str, Pin]:
+    return join(pin(MMDET_YTVIS, prefix, type='LoadImageFromFile'),
+                pin(MMCV_LOAD, prefix, to_float32=False, color_type='color', imdecode_backend='cv2',
+                    ignore_empty=False))
+
+
+def _resize_frame(prefix: str) -> Dict[str, Pin]:
+    return join(pin(MMDET_YTVIS, prefix, type='Resize', keep_ratio=True),
+                pin(f'{TINY}: frames of 128', prefix, scale=(128, 128)),
+                pin(MMDET_DEFAULT, prefix, scale_factor=None, clip_object_border=True, backend='cv2',
+                    interpolation='bilinear'))
+
+
+EXPECTED['tiny/vit5_videomt_synthetic.py'] = join(
+    without(EXPECTED['tiny/vit5_eomt_coco_instance_synthetic.py'], 'model.data_preprocessor', 'model.panoptic_fusion',
+            'model.test_cfg', 'model.num_', 'custom_hooks.2', 'mask annealing', 'train_dataloader.dataset',
+            'val_dataloader.dataset', 'val_evaluator', 'default_hooks.visualization', 'model.type',
+            'model.decode_head.num_classes', 'model.decode_head.loss_decode.0.class_weight',
+            'train_dataloader.batch_sampler', 'scale rule'),
+    pin(f'{VIDEOMT} videomt/videomt.py videomt_online', 'model', type='VideoMaskClassifier'),
+    pin(f'{VIDEOMT} videomt/modeling/backbone/videomt.py query_updater: Linear(C, C)', 'model.decoder',
+        type='VidEoMTDecoder', embed_dims=64),
+    pin(f'{VIDEOMT} configs/ytvis19/videomt/*/videomt_online_*.yaml NUM_CLASSES', 'model.decode_head',
+        num_classes=40),
+    pin(f'{VIDEOMT_YTVIS}: CLASS_WEIGHT 2.0, NO_OBJECT_WEIGHT 0.1', 'model.decode_head.loss_decode.0',
+        class_weight='1.0 x 40, 0.1'),
+    pin(f'{VIDEOMT_YTVIS} TEST.TASK vis, MAX_NUM 10', 'model.test_cfg', task='instance', max_per_video=10),
+    pin(f'{MMDET_YTVIS}: mmdet\'s video preprocessor', 'model.data_preprocessor', type='TrackDataPreprocessor'),
+    pin(f'{VIDEOMT} configs/ytvis19/videomt/*/videomt_online_*.yaml SIZE_DIVISIBILITY 32',
+        'model.data_preprocessor', pad_size_divisor=32),
+    pin(f'{VIDEOMT} configs/ytvis19/videomt/*/videomt_online_*.yaml PIXEL_MEAN, PIXEL_STD (RGB, 0-255)',
+        'model.data_preprocessor', mean=(123.675, 116.28, 103.53), std=(58.395, 57.12, 57.375), bgr_to_rgb=True),
+    pins(f'{TINY}: 2 clips of 3 frames a step', {'images per GPU': 2, 'images per iteration': 2,
+                                                'max_iters counts': '400 optimizer steps of 2 images (1 '
+                                                                    'micro-batch(es) each)'}),
+    pin(TINY, 'train_dataloader', batch_size=2),
+    pin(TINY, 'auto_scale_lr', base_batch_size=2),
+    pin(f'{TINY}: 400 steps of 2 clips (AP 0.28 on the synthetic val clips, docs/video.md)', 'train_cfg',
+        max_iters=400, val_interval=400),
+    pin(TINY, 'param_scheduler.0', end=400),
+    pins(DERIVED, {'schedulers in optimizer steps': ('TwoStageWarmupPolyLR lr steps 0-400 warmup_new=10 '
+                                                     'warmup_backbone=10 power=0.9',),
+                   'mask annealing': 'none: the masks stay on (no EoMTMaskAnnealingHook)'}),
+    pin(f'{VIDEOMT} videomt/modeling/backbone/videomt.py segmenter: no attention mask, so nothing anneals',
+        'custom_hooks.0', type='NonFiniteLossHook'),
+    pin(MMDET_YTVIS, 'train_dataloader.batch_sampler', type='TrackAspectRatioBatchSampler'),
+    pin(MMDET_YTVIS, 'train_dataloader.dataset', type='YouTubeVISDataset', dataset_version='2019',
+        ann_file='annotations/youtube_vis_2019_train.json'),
+    pin(MMDET_YTVIS, 'train_dataloader.dataset.data_prefix', img_path='train/JPEGImages'),
+    pin(MMDET_YTVIS, 'val_dataloader.dataset', type='YouTubeVISDataset', dataset_version='2019',
+        ann_file='annotations/youtube_vis_2019_valid.json', test_mode=True),
+    pin(MMDET_YTVIS, 'val_dataloader.dataset.data_prefix', img_path='valid/JPEGImages'),
+    pin(MMDET_YTVIS, 'val_dataloader.sampler', round_up=False),
+    pin(TINY, 'train_dataloader.dataset', data_root=_SYNTHETIC_YTVIS),
+    pin(TINY, 'val_dataloader.dataset', data_root=_SYNTHETIC_YTVIS),
+    # clips of 3 frames in a row (VidEoMT: SAMPLING_FRAME_NUM 5 within SAMPLING_FRAME_RANGE 2)
+    pin(f'{TINY}: 3 frames in a row', 'train_dataloader.dataset.pipeline.0', type='UniformRefFrameSample',
+        num_ref_imgs=2, frame_range=1),
+    pin(MMDET_YTVIS, 'train_dataloader.dataset.pipeline.0', filter_key_img=True),
+    pin(MMDET_DEFAULT, 'train_dataloader.dataset.pipeline.0', collect_video_keys=('video_id', 'video_length')),
+    _broadcast('train_dataloader.dataset.pipeline.1', True, {
+        0: _load_frame('train_dataloader.dataset.pipeline.1.transforms.0'),
+        1: pin(MMDET_YTVIS, 'train_dataloader.dataset.pipeline.1.transforms.1', type='LoadTrackAnnotations',
+               with_mask=True),
+        2: _resize_frame('train_dataloader.dataset.pipeline.1.transforms.2'),
+        3: join(pin(f'{VIDEOMT_YTVIS} RANDOM_FLIP flip_by_clip', 'train_dataloader.dataset.pipeline.1.transforms.3',
+                    type='RandomFlip', prob=0.5),
+                pin(MMDET_DEFAULT, 'train_dataloader.dataset.pipeline.1.transforms.3', direction='horizontal',
+                    swap_seg_labels=None))}),
+    pin(MMDET_YTVIS, 'train_dataloader.dataset.pipeline.2', type='PackTrackInputs'),
+    pin(MMDET_DEFAULT, 'train_dataloader.dataset.pipeline.2', default_meta_keys=_TRACK_PACK_KEYS),
+    _broadcast('val_dataloader.dataset.pipeline.0', False, {
+        0: _load_frame('val_dataloader.dataset.pipeline.0.transforms.0'),
+        1: _resize_frame('val_dataloader.dataset.pipeline.0.transforms.1'),
+        2: pin(MMDET_YTVIS, 'val_dataloader.dataset.pipeline.0.transforms.2', type='LoadTrackAnnotations',
+               with_mask=True)}),
+    pin(MMDET_YTVIS, 'val_dataloader.dataset.pipeline.1', type='PackTrackInputs'),
+    pin(MMDET_DEFAULT, 'val_dataloader.dataset.pipeline.1', default_meta_keys=_TRACK_PACK_KEYS),
+    pin(f'{MMDET} configs/mask2former_vis/mask2former_r50_8xb2-8e_youtubevis2019.py', 'val_evaluator',
+        type='YouTubeVISMetric', metric='youtube_vis_ap'),
+    pin(f'{MMDET} YouTubeVISMetric defaults', 'val_evaluator', format_only=False),
+    pin(TINY, 'val_evaluator', outfile_prefix='work_dirs/vit5_videomt_synthetic/results'),
+    pin(f'{MMDET} configs/mask2former_vis: the video visualizer, not drawing', 'default_hooks.visualization',
+        type='TrackVisualizationHook', draw=False))
+
 # the DINOv2 / DINOv3 twins: the ViT-5 twins with the family's switches
 EXPECTED['tiny/dinov3_eomt_synthetic.py'] = join(EXPECTED['tiny/vit5_eomt_synthetic.py'], dinov3_switches(),
                                                  pin(TINY, 'model.backbone', arch='dinov3-small'))
