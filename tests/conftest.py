@@ -1,4 +1,5 @@
 import contextlib
+import gc
 import io
 import os
 import runpy
@@ -39,6 +40,14 @@ LONGEST_FIRST = ['tests/test_compat_mmseg_unit_tests.py', 'tests/test_tools_data
 def pytest_collection_modifyitems(config, items):
     rank = {module: i for i, module in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split('::', 1)[0], len(rank)))  # stable: file order kept
+
+
+def pytest_collection_finish(session):
+    """Every test module is imported now, and what exists lives as long as this process: frozen, it
+    is left out of later garbage collections. mmengine's BaseDataset calls gc.collect() at each build
+    and Python collects on its own as objects pile up; over these 570k objects each took 0.24 s."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_xdist_make_scheduler(config, log):

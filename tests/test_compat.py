@@ -231,3 +231,31 @@ def test_mmdets_youtube_vis_evaluation_runs_on_numpy_2_and_numpy_keeps_no_alias(
         print('AP', evaluation.stats[0], 'numpy.float', hasattr(numpy, 'float'))
         """)
     assert 'AP 1.0 numpy.float False' in out, out
+
+
+def test_a_config_text_is_formatted_by_yapf_once_and_reads_as_yapf_formats_it(monkeypatch):
+    """pretty_text (the logged, dumped and checkpointed config) is yapf's formatting of the text,
+    as mmengine writes it; an unchanged text is not formatted again, a changed one is, and a text
+    yapf cannot parse fails every time (fix 9)."""
+    from mmengine.config import Config
+    from mmengine.config.config import FormatCode
+    from yapf.yapflib import yapf_api
+    runs = []
+    format_tree = yapf_api.FormatTree  # what yapf's FormatCode calls for the formatting itself
+    monkeypatch.setattr(yapf_api, 'FormatTree', lambda *a, **k: runs.append(1) or format_tree(*a, **k))
+    cfg = Config(dict(model=dict(type='EncoderDecoder', backbone=dict(type='ViT5', depth=12, out_indices=(3, 7)),
+                                 note=f'{id(runs)}'),  # a text no earlier test formatted
+                      train_cfg=dict(type='IterBasedTrainLoop', max_iters=80000)))
+    first = cfg.pretty_text
+    assert runs == [1]
+    assert cfg.pretty_text == first and Config(cfg.to_dict()).pretty_text == first and runs == [1]
+    # mmengine's style (Config.pretty_text) applied by yapf itself to the unformatted text
+    style = dict(based_on_style='pep8', blank_line_before_nested_class_or_def=True,
+                 split_before_expression_after_opening_paren=True)
+    plain = Config(cfg.to_dict(), format_python_code=False).pretty_text
+    assert first == yapf_api.FormatCode(plain, style_config=style)[0] != plain and len(runs) == 2
+    cfg.train_cfg.max_iters = 160000
+    assert cfg.pretty_text != first and 'max_iters=160000' in cfg.pretty_text and len(runs) == 3
+    for _ in range(2):
+        with pytest.raises(Exception):
+            FormatCode('model = dict(type=', style_config=style)

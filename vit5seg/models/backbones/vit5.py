@@ -323,6 +323,8 @@ class ViT5(BaseModule):
         return tuple(result)
 
     def _init_default_weights(self):
+        if self.cls_token.is_meta:  # shapes only (the card): nothing to draw, and meta trunc_normal_ is slow
+            return
         if self.pos_embed is not None:
             trunc_normal_(self.pos_embed, std=.02)
         trunc_normal_(self.cls_token, std=.02)
